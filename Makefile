@@ -1,0 +1,40 @@
+# Every target sets itself up from a fresh clone: the virtual environment is
+# created and the project installed on first use (and again when pyproject changes).
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: demo test test-offline lint bench bench-large controlplane clean
+
+$(STAMP): pyproject.toml
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/kai simulate -f examples/cluster.yaml --now 2026-01-01T00:00:00Z -o table
+
+# Builds (or reuses) the real control plane, then runs every test: offline core,
+# lint and layering contracts, and the live tests against kube-apiserver + etcd.
+test: $(STAMP) controlplane
+	$(PY) -m pytest
+
+test-offline: $(STAMP)
+	$(PY) -m pytest -m "not live"
+
+controlplane: $(STAMP)
+	$(PY) -m kai.devcluster.build --for-tests
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check kai tests bench
+	$(VENV)/bin/lint-imports
+
+bench: $(STAMP)
+	$(PY) bench/run.py
+
+bench-large: $(STAMP)
+	$(PY) bench/run.py --sizes S,M,L
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,1 @@
+"""kai: a Kubernetes-native scheduler for AI workloads, API-compatible with NVIDIA KAI Scheduler."""

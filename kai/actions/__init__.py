@@ -1,0 +1,1 @@
+"""Scheduling actions: allocate, consolidate, reclaim, preempt, stale-gang eviction."""

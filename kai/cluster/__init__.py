@@ -1,0 +1,1 @@
+"""The live scheduler: informers, cache, binder, evictor, status updater."""

@@ -1,0 +1,1 @@
+"""Session, statement, plugin registry and hooks, scheduler configuration."""

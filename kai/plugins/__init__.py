@@ -1,0 +1,1 @@
+"""Scheduling policies, each registering hooks on the session."""

@@ -1,0 +1,1 @@
+"""Workload kind -> PodGroup rules and their controller."""

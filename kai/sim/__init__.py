@@ -1,0 +1,1 @@
+"""Offline mode: kai simulate rounds and reports."""

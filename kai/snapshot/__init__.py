@@ -1,0 +1,1 @@
+"""Building a ClusterSnapshot from Kubernetes objects (YAML files or a live cache)."""
