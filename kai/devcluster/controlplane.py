@@ -1,0 +1,431 @@
+"""Start and stop a real control plane: etcd + kube-apiserver + KWOK, with kai's CRDs installed.
+
+This is what envtest does, done from Python, plus KWOK standing in for kubelets::
+
+    with ControlPlane() as cp:          # builds nothing; binaries come from kai.devcluster.build
+        api = cp.api_client()           # kubernetes.client.ApiClient as cluster admin
+        ...
+
+* etcd listens on a free loopback port, its data on tmpfs (``/dev/shm``), ``--unsafe-no-fsync``;
+* kube-apiserver serves HTTPS on a free loopback port with certificates generated at
+  start (:mod:`kai.devcluster.pki`), RBAC authorization, and a kubeconfig for an admin;
+* the CRDs in ``deploy/crds`` are created and waited for until Established and served;
+* KWOK manages only nodes annotated ``kwok.x-k8s.io/node=fake`` with the stages of
+  :mod:`kai.devcluster.kwok_stages`.
+
+Every process runs in its own process group and is stopped (SIGTERM, then SIGKILL) by
+:meth:`ControlPlane.stop`, which is also registered with ``atexit``. Unless
+``detach=True`` (the ``kai dev-cluster up`` case), the children also get SIGKILL from
+the kernel if this Python process dies without cleaning up.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+
+from kai.devcluster import build, kwok_stages, pki
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_CRD_DIR = REPO_ROOT / "deploy" / "crds"
+SERVICE_CIDR = "10.0.0.0/24"
+SERVICE_IP = "10.0.0.1"
+POD_CIDR = "10.244.0.0/16"
+
+
+class ControlPlaneError(RuntimeError):
+    """The control plane could not be started (the message says which part and why)."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _tmpfs_root() -> Path:
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK):
+        return shm
+    return Path(tempfile.gettempdir())
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+@dataclass
+class Process:
+    """One child process of the control plane."""
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def log_tail(self, lines: int = 25) -> str:
+        try:
+            text = self.log.read_text(errors="replace").splitlines()
+        except FileNotFoundError:
+            return ""
+        return "\n".join(text[-lines:])
+
+
+def stop_process_group(pid: int, timeout: float = 10.0) -> None:
+    """SIGTERM the process group led by ``pid``, then SIGKILL it if it has not exited in ``timeout``."""
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pid, 0)
+        except ProcessLookupError:
+            return
+        # reap it if it is our child, so that it does not linger as a zombie
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+@dataclass
+class ControlPlane:
+    """A throw-away etcd + kube-apiserver + KWOK. Call :meth:`start`, then :meth:`stop` (or use ``with``)."""
+
+    workdir: Path | None = None
+    """Folder for certificates, kubeconfig, logs and etcd data; a fresh tmpfs folder when None."""
+    binaries: dict[str, Path] | None = None
+    crd_dir: Path = DEFAULT_CRD_DIR
+    kwok: bool = True
+    detach: bool = False
+    """Let the processes outlive this Python process (for ``kai dev-cluster up``)."""
+    log: Callable[[str], None] = lambda message: None
+    verbose_apiserver: int = 0
+
+    processes: dict[str, Process] = field(default_factory=dict, init=False)
+    etcd_port: int = field(default=0, init=False)
+    apiserver_port: int = field(default=0, init=False)
+    kwok_port: int = field(default=0, init=False)
+    kubeconfig: Path = field(default=Path(), init=False)
+    pki: pki.Pki | None = field(default=None, init=False)
+    _own_workdir: bool = field(default=False, init=False)
+    _stopped: bool = field(default=True, init=False)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.apiserver_port}"
+
+    def start(self, timeout: float = 90.0) -> ControlPlane:
+        """Start everything and wait until the API serves kai's CRDs (and KWOK is healthy)."""
+        bins = self.binaries or build.binaries()
+        missing = [name for name, path in bins.items() if not os.access(path, os.X_OK)]
+        if missing:
+            raise ControlPlaneError(
+                f"missing control-plane binaries: {', '.join(missing)} "
+                "(build them with `python -m kai.devcluster.build`)"
+            )
+        if self.workdir is None:
+            self.workdir = Path(tempfile.mkdtemp(prefix="kai-controlplane-", dir=_tmpfs_root()))
+            self._own_workdir = True
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        (self.workdir / "logs").mkdir(exist_ok=True)
+        self._stopped = False
+        if not self.detach:
+            atexit.register(self.stop)
+        deadline = time.monotonic() + timeout
+        try:
+            self.pki = pki.generate(self.workdir / "pki", service_ip=SERVICE_IP)
+            self._start_etcd(bins["etcd"], deadline)
+            self._start_apiserver(bins["kube-apiserver"], deadline)
+            self.install_crds(deadline)
+            if self.kwok:
+                self._start_kwok(bins["kwok"], deadline)
+        except BaseException:
+            self.stop()
+            raise
+        self.write_state()
+        return self
+
+    def stop(self) -> None:
+        """Stop every process started here (KWOK, then the API server, then etcd) and clean up."""
+        if self._stopped:
+            return
+        self._stopped = True
+        for name in ("kwok", "kube-apiserver", "etcd"):
+            proc = self.processes.get(name)
+            if proc is not None:
+                stop_process_group(proc.pid)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.popen.wait(timeout=5)
+        self.processes.clear()
+        with contextlib.suppress(Exception):
+            atexit.unregister(self.stop)
+        if self._own_workdir and self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> ControlPlane:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ clients
+
+    def api_client(self) -> k8s.ApiClient:
+        """A new Kubernetes API client authenticated as cluster admin."""
+        return k8s_config.new_client_from_config(config_file=str(self.kubeconfig))
+
+    def ssl_context(self) -> ssl.SSLContext:
+        assert self.pki is not None
+        ctx = ssl.create_default_context(cafile=str(self.pki.ca_cert))
+        ctx.load_cert_chain(str(self.pki.admin_cert), str(self.pki.admin_key))
+        return ctx
+
+    def pids(self) -> dict[str, int]:
+        return {name: proc.pid for name, proc in self.processes.items()}
+
+    def write_state(self) -> Path:
+        """Record ports, pids and paths in ``<workdir>/state.json`` (read by ``kai dev-cluster status``)."""
+        assert self.workdir is not None
+        state = {
+            "server": self.server,
+            "kubeconfig": str(self.kubeconfig),
+            "etcd": f"http://127.0.0.1:{self.etcd_port}",
+            "pids": self.pids(),
+            "workdir": str(self.workdir),
+            "started": time.time(),
+        }
+        path = self.workdir / "state.json"
+        path.write_text(json.dumps(state, indent=2))
+        return path
+
+    # ------------------------------------------------------------------ pieces
+
+    def _spawn(self, name: str, argv: list[str]) -> Process:
+        assert self.workdir is not None
+        log_path = self.workdir / "logs" / f"{name}.log"
+        with log_path.open("ab") as log_file:
+            popen = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                cwd=self.workdir,
+                start_new_session=True,
+                preexec_fn=None if self.detach else _die_with_parent,
+            )
+        proc = Process(name, popen, log_path)
+        self.processes[name] = proc
+        self.log(f"started {name} (pid {popen.pid})")
+        return proc
+
+    def _wait(self, proc: Process, what: str, check: Callable[[], bool], deadline: float) -> None:
+        while True:
+            if not proc.alive():
+                raise ControlPlaneError(
+                    f"{proc.name} exited with code {proc.popen.returncode} while waiting for {what}; "
+                    f"log {proc.log}:\n{proc.log_tail()}"
+                )
+            try:
+                if check():
+                    return
+            except (OSError, urllib.error.URLError, ApiException):
+                pass
+            if time.monotonic() > deadline:
+                raise ControlPlaneError(f"timed out waiting for {what}; log {proc.log}:\n{proc.log_tail()}")
+            time.sleep(0.1)
+
+    def _start_etcd(self, binary: Path, deadline: float) -> None:
+        assert self.workdir is not None
+        self.etcd_port = free_port()
+        peer_port = free_port()
+        data_dir = self.workdir / "etcd-data"
+        client_url = f"http://127.0.0.1:{self.etcd_port}"
+        peer_url = f"http://127.0.0.1:{peer_port}"
+        proc = self._spawn("etcd", [
+            str(binary),
+            "--name=kai",
+            f"--data-dir={data_dir}",
+            f"--listen-client-urls={client_url}",
+            f"--advertise-client-urls={client_url}",
+            f"--listen-peer-urls={peer_url}",
+            f"--initial-advertise-peer-urls={peer_url}",
+            f"--initial-cluster=kai={peer_url}",
+            "--initial-cluster-state=new",
+            "--unsafe-no-fsync",
+            "--quota-backend-bytes=4294967296",
+            "--log-level=warn",
+        ])
+
+        def healthy() -> bool:
+            with urllib.request.urlopen(f"{client_url}/health", timeout=2) as resp:
+                return json.loads(resp.read()).get("health") == "true"
+
+        self._wait(proc, "etcd to be healthy", healthy, deadline)
+        self.log(f"etcd ready on {client_url}")
+
+    def _start_apiserver(self, binary: Path, deadline: float) -> None:
+        assert self.workdir is not None and self.pki is not None
+        p = self.pki
+        self.apiserver_port = free_port()
+        self.kubeconfig = pki.write_kubeconfig(self.workdir / "kubeconfig", self.server, p)
+        proc = self._spawn("kube-apiserver", [
+            str(binary),
+            f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={self.apiserver_port}",
+            f"--cert-dir={self.workdir / 'pki'}",
+            f"--tls-cert-file={p.serving_cert}",
+            f"--tls-private-key-file={p.serving_key}",
+            f"--client-ca-file={p.ca_cert}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--authorization-mode=RBAC",
+            "--disable-admission-plugins=ServiceAccount",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={p.sa_public_key}",
+            f"--service-account-signing-key-file={p.sa_private_key}",
+            "--endpoint-reconciler-type=none",
+            "--allow-privileged=true",
+            "--profiling=false",
+            f"--v={self.verbose_apiserver}",
+        ])
+        ctx = self.ssl_context()
+
+        def ready() -> bool:
+            with urllib.request.urlopen(f"{self.server}/readyz", timeout=2, context=ctx) as resp:
+                return resp.status == 200
+
+        self._wait(proc, "kube-apiserver /readyz", ready, deadline)
+        core = k8s.CoreV1Api(self.api_client())
+        self._wait(proc, "the default namespace", lambda: core.read_namespace("default") is not None, deadline)
+        self.log(f"kube-apiserver ready on {self.server}")
+
+    def install_crds(self, deadline: float | None = None) -> list[str]:
+        """Create (or replace) every CRD in :attr:`crd_dir` and wait until each is Established and served."""
+        deadline = deadline or time.monotonic() + 60
+        api = self.api_client()
+        ext = k8s.ApiextensionsV1Api(api)
+        custom = k8s.CustomObjectsApi(api)
+        apiserver = self.processes["kube-apiserver"]
+        crds = load_crds(self.crd_dir)
+        if not crds:
+            raise ControlPlaneError(f"no CRD found in {self.crd_dir}")
+        for crd in crds:
+            try:
+                ext.create_custom_resource_definition(crd, _preload_content=False)
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise ControlPlaneError(f"CRD {crd['metadata']['name']} rejected: {exc.body}") from exc
+                current = json.loads(
+                    ext.read_custom_resource_definition(crd["metadata"]["name"], _preload_content=False).data
+                )
+                crd = {**crd, "metadata": {**crd["metadata"],
+                                           "resourceVersion": current["metadata"]["resourceVersion"]}}
+                ext.replace_custom_resource_definition(crd["metadata"]["name"], crd, _preload_content=False)
+        names = []
+        for crd in crds:
+            name = crd["metadata"]["name"]
+            names.append(name)
+
+            def established(name: str = name) -> bool:
+                obj = json.loads(ext.read_custom_resource_definition(name, _preload_content=False).data)
+                conds = {c["type"]: c["status"] for c in obj.get("status", {}).get("conditions", [])}
+                return conds.get("Established") == "True"
+
+            self._wait(apiserver, f"CRD {name} to be Established", established, deadline)
+            spec = crd["spec"]
+            version = next(v["name"] for v in spec["versions"] if v.get("served", True))
+
+            def served(spec: dict[str, Any] = spec, version: str = version) -> bool:
+                if spec["scope"] == "Cluster":
+                    custom.list_cluster_custom_object(spec["group"], version, spec["names"]["plural"], limit=1)
+                else:
+                    custom.list_namespaced_custom_object(
+                        spec["group"], version, "default", spec["names"]["plural"], limit=1
+                    )
+                return True
+
+            self._wait(apiserver, f"CRD {name} to be served", served, deadline)
+        self.log(f"installed {len(names)} CRDs: {', '.join(names)}")
+        return names
+
+    def _start_kwok(self, binary: Path, deadline: float) -> None:
+        assert self.workdir is not None
+        config = self.workdir / "kwok.yaml"
+        config.write_text(kwok_stages.stages_yaml())
+        self.kwok_port = free_port()
+        proc = self._spawn("kwok", [
+            str(binary),
+            f"--kubeconfig={self.kubeconfig}",
+            f"--config={config}",
+            "--manage-all-nodes=false",
+            f"--manage-nodes-with-annotation-selector="
+            f"{kwok_stages.NODE_ANNOTATION}={kwok_stages.NODE_ANNOTATION_VALUE}",
+            "--node-lease-duration-seconds=0",
+            f"--cidr={POD_CIDR}",
+            "--node-ip=10.1.0.1",
+            f"--server-address=127.0.0.1:{self.kwok_port}",
+        ])
+
+        def healthy() -> bool:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.kwok_port}/healthz", timeout=2) as resp:
+                return resp.status == 200
+
+        self._wait(proc, "kwok /healthz", healthy, deadline)
+        self.log("kwok ready")
+
+
+def load_crds(folder: Path) -> list[dict[str, Any]]:
+    """Every CustomResourceDefinition in the YAML files of ``folder``, in file-name order."""
+    crds = []
+    for path in sorted(folder.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc and doc.get("kind") == "CustomResourceDefinition":
+                crds.append(doc)
+    return crds
+
+
+@contextlib.contextmanager
+def running(**kwargs: Any) -> Iterator[ControlPlane]:
+    """``with running() as cp:`` — start a control plane and always stop it."""
+    cp = ControlPlane(**kwargs)
+    try:
+        yield cp.start()
+    finally:
+        cp.stop()
