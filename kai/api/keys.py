@@ -61,3 +61,16 @@ DEFAULT_PRIORITY = 50
 NON_PREEMPTIBLE_PRIORITY_THRESHOLD = 100
 PREEMPTIBLE = "preemptible"
 NON_PREEMPTIBLE = "non-preemptible"
+
+# Podgrouper: names, keys and defaults it reads or writes.
+PODGROUP_NAME_PREFIX = "pg"
+PODGROUPER_WARNING_REASON = "PodGrouperWarning"
+USER_LABEL = "user"
+PROJECT_LABEL = "project"
+SEGMENT_SIZE_ANNOTATION = "kai.scheduler/segment-size"
+SEGMENT_TOPOLOGY_REQUIRED_ANNOTATION = "kai.scheduler/segment-topology-required-placement"
+SEGMENT_TOPOLOGY_PREFERRED_ANNOTATION = "kai.scheduler/segment-topology-preferred-placement"
+BATCH_MIN_MEMBER_ANNOTATION = "kai.scheduler/batch-min-member"
+TRAIN_PRIORITY_CLASS = "train"
+BUILD_PRIORITY_CLASS = "build"
+INFERENCE_PRIORITY_CLASS = "inference"
