@@ -1,1 +1,28 @@
-"""Scheduling policies, each registering hooks on the session."""
+"""Scheduling policies, each registering hooks on the session.
+
+Importing this package registers every plugin it holds.
+"""
+
+from kai.plugins import (
+    elastic,
+    nodeavailability,
+    nodeplacement,
+    predicates,
+    priority,
+    resourcetype,
+    subgrouporder,
+    taskorder,
+)
+from kai.plugins.proportion import plugin as proportion
+
+__all__ = [
+    "elastic",
+    "nodeavailability",
+    "nodeplacement",
+    "predicates",
+    "priority",
+    "proportion",
+    "resourcetype",
+    "subgrouporder",
+    "taskorder",
+]

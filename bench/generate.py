@@ -1,0 +1,120 @@
+"""Synthetic clusters for the benchmarks: Kubernetes objects (the snapshot contract's kinds) from a
+size spec. Deterministic for a given seed."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+
+def _queue(name: str, parent: str, gpu_quota: float) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "resources": {
+            "gpu": {"quota": gpu_quota, "overQuotaWeight": 1, "limit": -1},
+            "cpu": {"quota": -1, "overQuotaWeight": 1, "limit": -1},
+            "memory": {"quota": -1, "overQuotaWeight": 1, "limit": -1},
+        }
+    }
+    if parent:
+        spec["parentQueue"] = parent
+    return {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name}, "spec": spec}
+
+
+def _pod(name: str, queue: str, group: str, gpus: int, cpu: str, node: str = "") -> dict[str, Any]:
+    pod: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "bench",
+            "uid": f"uid-{name}",
+            "labels": {"kai.scheduler/queue": queue},
+            "annotations": {"pod-group-name": group},
+        },
+        "spec": {
+            "schedulerName": "kai-scheduler",
+            "containers": [
+                {
+                    "name": "main",
+                    "resources": {
+                        "requests": {"cpu": cpu, "memory": "8Gi"},
+                        "limits": {"nvidia.com/gpu": str(gpus)} if gpus else {},
+                    },
+                }
+            ],
+        },
+        "status": {"phase": "Running" if node else "Pending"},
+    }
+    if node:
+        pod["spec"]["nodeName"] = node
+    return pod
+
+
+def _group(name: str, queue: str, min_member: int, created: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.run.ai/v2alpha2",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": name,
+            "namespace": "bench",
+            "uid": f"uid-{name}",
+            "creationTimestamp": f"2026-01-01T{created // 3600 % 24:02d}:{created // 60 % 60:02d}:{created % 60:02d}Z",
+        },
+        "spec": {"minMember": min_member, "queue": queue, "priorityClassName": "train" if created % 3 else "build"},
+    }
+
+
+def cluster(spec: dict[str, Any], seed: int = 1) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    gpus = int(spec["gpus_per_node"])
+    objects: list[dict[str, Any]] = []
+    for i in range(int(spec["nodes"])):
+        objects.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": f"node-{i:05d}",
+                    "labels": {
+                        "nvidia.com/gpu.memory": "81920",
+                        "nvidia.com/gpu.product": "H100",
+                        "zone": f"zone-{i % 4}",
+                    },
+                },
+                "status": {
+                    "allocatable": {"cpu": "128", "memory": "1024Gi", "pods": "110", "nvidia.com/gpu": str(gpus)}
+                },
+            }
+        )
+    leaves: list[str] = []
+    total_gpus = int(spec["nodes"]) * gpus
+    departments, teams = int(spec["departments"]), int(spec["teams_per_department"])
+    for d in range(departments):
+        objects.append(_queue(f"dept-{d}", "", total_gpus / departments / 2))
+        for t in range(teams):
+            leaf = f"dept-{d}-team-{t}"
+            leaves.append(leaf)
+            objects.append(_queue(leaf, f"dept-{d}", total_gpus / departments / teams / 2))
+    # Running pods: one GPU each on a random node with room, plus a CPU-only pod beside each.
+    free = [gpus] * int(spec["nodes"])
+    for i in range(int(spec["running_pods"])):
+        node = rng.randrange(len(free))
+        while free[node] == 0:
+            node = rng.randrange(len(free))
+        free[node] -= 1
+        queue = rng.choice(leaves)
+        objects.append(_group(f"run-{i}", queue, 1, i))
+        objects.append(_pod(f"run-{i}", queue, f"run-{i}", 1, "4", f"node-{node:05d}"))
+        objects.append(_group(f"cpu-{i}", queue, 1, i))
+        objects.append(_pod(f"cpu-{i}", queue, f"cpu-{i}", 0, "2", f"node-{node:05d}"))
+    # Pending gangs: sizes from a heavy tail (most small, a few up to max_gang), 1 GPU per pod.
+    left, g = int(spec["pending_pods"]), 0
+    while left > 0:
+        size = min(left, max(1, min(int(spec["max_gang"]), int(rng.paretovariate(1.2)))))
+        queue = rng.choice(leaves)
+        objects.append(_group(f"gang-{g}", queue, size, 50_000 + g))
+        for p in range(size):
+            objects.append(_pod(f"gang-{g}-{p}", queue, f"gang-{g}", 1, "8"))
+        left -= size
+        g += 1
+    return objects

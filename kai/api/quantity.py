@@ -1,0 +1,63 @@
+"""Parsing Kubernetes resource quantities ("500m", "1Gi", "2e3") into numbers.
+
+Written by hand on purpose: it is a small, fully specified grammar, and the only
+library that ships a parser (the Kubernetes client) is far too heavy to import
+into the offline core for it.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+
+_SUFFIXES: dict[str, Decimal] = {
+    "": Decimal(1),
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "k": Decimal("1e3"),
+    "M": Decimal("1e6"),
+    "G": Decimal("1e9"),
+    "T": Decimal("1e12"),
+    "P": Decimal("1e15"),
+    "E": Decimal("1e18"),
+    "Ki": Decimal(2**10),
+    "Mi": Decimal(2**20),
+    "Gi": Decimal(2**30),
+    "Ti": Decimal(2**40),
+    "Pi": Decimal(2**50),
+    "Ei": Decimal(2**60),
+}
+_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
+
+
+class QuantityError(ValueError):
+    """A value that is not a Kubernetes quantity."""
+
+
+def parse_quantity(value: object) -> Decimal:
+    """Return the exact value of a quantity given as a string or a number."""
+    if isinstance(value, bool):
+        raise QuantityError(f"{value!r} is not a quantity")
+    if isinstance(value, int | float):
+        return Decimal(str(value))
+    if not isinstance(value, str):
+        raise QuantityError(f"{value!r} is not a quantity")
+    match = _QUANTITY.match(value.strip())
+    if not match:
+        raise QuantityError(f"{value!r} is not a quantity")
+    number, suffix = match.group(1), match.group(2) or ""
+    try:
+        return Decimal(number) * _SUFFIXES[suffix]
+    except InvalidOperation as err:  # pragma: no cover - the regex admits only valid decimals
+        raise QuantityError(f"{value!r} is not a quantity") from err
+
+
+def cpu_millis(value: object) -> float:
+    """CPU quantity in millicores."""
+    return float(parse_quantity(value) * 1000)
+
+
+def as_float(value: object) -> float:
+    """Any quantity (memory bytes, GPUs, pods, extended resources) as a float of base units."""
+    return float(parse_quantity(value))

@@ -1,0 +1,109 @@
+"""The `kai` command: `kai simulate` (offline decisions on a snapshot) and `kai dev-cluster`."""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import yaml
+from rich.console import Console
+
+from kai.api.errors import InvalidInput, Problem
+from kai.api.timeutil import parse_time
+from kai.devcluster.cli import app as devcluster_app
+
+app = typer.Typer(
+    help="kai: a scheduler for AI workloads on Kubernetes, compatible with KAI Scheduler.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.add_typer(devcluster_app, name="dev-cluster")
+err = Console(stderr=True, highlight=False)
+
+
+class Output(StrEnum):
+    json = "json"
+    table = "table"
+
+
+def _fail(lines: list[str], code: int = 1) -> typer.Exit:
+    for line in lines:
+        err.print(f"[red]error:[/] {line}", markup=True, soft_wrap=True)
+    return typer.Exit(code)
+
+
+def _load_config(path: Path | None) -> object:
+    from kai.cycle import ConfigError, known_actions
+    from kai.framework.config import parse_config
+
+    raw = None
+    if path is not None:
+        try:
+            raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except OSError as e:
+            raise InvalidInput([Problem(f"file {path}", "", f"cannot be read: {e.strerror or e}")]) from e
+        except yaml.YAMLError as e:
+            raise InvalidInput([Problem(f"file {path}", "", f"is not valid YAML: {e}")]) from e
+    config, problems, warnings = parse_config(raw, known_actions(), f"config {path}")
+    for warning in warnings:
+        err.print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
+    if problems:
+        raise ConfigError(problems)
+    return config
+
+
+@app.command()
+def simulate(
+    files: Annotated[list[Path], typer.Option("-f", "--filename", help="Snapshot YAML (repeatable).")],
+    rounds: Annotated[int, typer.Option("--rounds", min=1, help="Scheduling rounds to run.")] = 1,
+    config: Annotated[Path | None, typer.Option("--config", help="Scheduler configuration file.")] = None,
+    now: Annotated[str | None, typer.Option("--now", help="RFC 3339 instant of every round.")] = None,
+    output: Annotated[Output, typer.Option("-o", "--output", help="json or table.")] = Output.json,
+) -> None:
+    """Run scheduling rounds on a snapshot of plain Kubernetes YAML and print the decisions."""
+    from kai.cycle import ConfigError
+    from kai.sim.report import render_json, render_table
+    from kai.sim.simulate import simulate as run
+    from kai.snapshot.loader import load_snapshot
+
+    try:
+        moment = parse_time(now) if now else datetime.now(UTC).timestamp()
+    except ValueError:
+        raise _fail([f"--now: {now!r} is not an RFC 3339 time such as 2026-01-01T00:00:00Z"]) from None
+    try:
+        cfg = _load_config(config)
+        snapshot = load_snapshot(list(files), moment, cfg.params.scheduler_name)  # type: ignore[attr-defined]
+        for warning in snapshot.warnings:
+            err.print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
+        result = run(snapshot, cfg, rounds)  # type: ignore[arg-type]
+    except (InvalidInput, ConfigError) as problem:
+        raise _fail([str(p) for p in problem.problems]) from None
+    if output is Output.json:
+        sys.stdout.write(render_json(result))
+    else:
+        render_table(result, Console(width=max(Console().width, 140)))
+
+
+def main() -> None:
+    """Entry point: no traceback reaches a user unless KAI_DEBUG is set."""
+    try:
+        app()
+    except (typer.Exit, SystemExit):
+        raise
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as exc:
+        if os.environ.get("KAI_DEBUG"):
+            raise
+        err.print(f"[red]error:[/] internal error: {type(exc).__name__}: {exc} (set KAI_DEBUG=1 for details)")
+        sys.exit(70)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+"""What a cycle decided, as plain values that an adapter (simulator or live cluster) applies."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    pod: str  # namespace/name
+    node: str
+    gpu_groups: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Pipelining:
+    pod: str
+    node: str
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    pod: str
+    node: str
+    action: str
+    by: str  # the pod group the eviction makes room for ("" for stale-gang eviction)
+    message: str = ""
+
+
+@dataclass(slots=True)
+class JobOutcome:
+    """How a pod group ended the cycle, for status and explanations."""
+
+    queue: str
+    status: str
+    message: str = ""
+    reason: str = ""
+
+
+@dataclass(slots=True)
+class QueueReport:
+    fair_share: dict[str, float]  # KAI queue units: gpu devices, cpu millicores, memory MB
+    allocated: dict[str, float]
+    deserved: dict[str, float]
+    requested: dict[str, float]
+
+
+@dataclass(slots=True)
+class Decisions:
+    bindings: list[Binding] = field(default_factory=list)
+    pipelined: list[Pipelining] = field(default_factory=list)
+    evictions: list[Eviction] = field(default_factory=list)
+    jobs: dict[str, JobOutcome] = field(default_factory=dict)
+    queues: dict[str, QueueReport] = field(default_factory=dict)
+    # PodGroup annotations to write: key -> epoch seconds, or None to clear.
+    last_start: dict[str, float] = field(default_factory=dict)
+    stale_since: dict[str, float | None] = field(default_factory=dict)

@@ -1,0 +1,62 @@
+"""The job queue: a tree mirroring the queue hierarchy, with a heap of jobs at every leaf queue.
+
+`pop` walks from the top: at each level the child queue whose best job ranks
+first under the queue order wins (queue order is dynamic, so it is evaluated
+at every pop); at the leaf the job order decides.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Iterable
+from typing import Any
+
+from kai.framework.session import Session
+from kai.model import PodGroupInfo
+
+
+class JobQueue:
+    def __init__(self, ssn: Session, jobs: Iterable[PodGroupInfo], depth: int | None = None) -> None:
+        self.ssn = ssn
+        self.depth = depth
+        self.heaps: dict[str, list[tuple[tuple[Any, ...], int, PodGroupInfo]]] = {}
+        self._seq = itertools.count()
+        self.roots = sorted(q.name for q in ssn.queues.values() if not q.parent)
+        for job in jobs:
+            self.push(job)
+
+    def push(self, job: PodGroupInfo) -> None:
+        queue = self.ssn.queues.get(job.queue)
+        if queue is None or not queue.is_leaf:
+            return
+        heap = self.heaps.setdefault(job.queue, [])
+        heapq.heappush(heap, (self.ssn.job_key(job), next(self._seq), job))
+        if self.depth is not None and len(heap) > self.depth:
+            heap.remove(max(heap))
+            heapq.heapify(heap)
+
+    def __bool__(self) -> bool:
+        return any(self.heaps.values())
+
+    def _best(self, names: Iterable[str]) -> tuple[str, PodGroupInfo] | None:
+        best: tuple[tuple[Any, ...], str, PodGroupInfo] | None = None
+        for name in names:
+            queue = self.ssn.queues[name]
+            if queue.is_leaf:
+                heap = self.heaps.get(name)
+                found = (name, heap[0][2]) if heap else None
+            else:
+                found = self._best(queue.children)
+            if found is None:
+                continue
+            key = self.ssn.queue_key(queue, found[1])
+            if best is None or key < best[0]:
+                best = (key, found[0], found[1])
+        return None if best is None else (best[1], best[2])
+
+    def pop(self) -> PodGroupInfo | None:
+        found = self._best(self.roots)
+        if found is None:
+            return None
+        return heapq.heappop(self.heaps[found[0]])[2]

@@ -1,0 +1,160 @@
+"""Placing tasks on nodes: filter and score vectorised over nodes, pick the best, and gang placement.
+
+Shared by every action that places pods (allocate, and the simulations inside
+reclaim, preempt and consolidation). Which nodes pass and how they rank is
+decided entirely by the hooks plugins registered.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from kai.framework.session import EPS, PlacementContext, Session
+from kai.framework.statement import Statement
+from kai.framework.status import Code, Status
+from kai.model import PodGroupInfo, PodInfo, PodStatus, SubGroupInfo
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    row: int
+    pipelined: bool
+
+
+def _resource_label(name: str) -> str:
+    return {"cpu": "cpu", "memory": "memory", "pods": "pod slots"}.get(name, name)
+
+
+def filter_nodes(ssn: Session, task: PodInfo) -> np.ndarray:
+    """Nodes that pass every predicate except free resources."""
+    mask = ssn.nodes.usable.copy()
+    for flt in ssn.hooks.node_filters:
+        result = flt.fn(task)
+        if result is not None:
+            mask &= result
+    return mask
+
+
+def find_node(ssn: Session, task: PodInfo, allow_pipeline: bool = True) -> Placement | None:
+    """The best node for the task, or None. Ties go to the first node by name."""
+    nodes = ssn.nodes
+    if not len(nodes):
+        return None
+    vec = ssn.vector(task)
+    columns = np.flatnonzero(vec > 0)
+    mask = filter_nodes(ssn, task)
+    need = vec[columns] - EPS
+    idle = nodes.idle[:, columns]
+    fits_idle = (idle >= need).all(axis=1)
+    fits_future = (idle + nodes.releasing[:, columns] >= need).all(axis=1) if allow_pipeline else fits_idle
+    candidates = np.flatnonzero(mask & fits_future)
+    if candidates.size == 0:
+        return None
+    ctx = PlacementContext(task, vec, columns, candidates, fits_idle[candidates])
+    score = np.zeros(candidates.size)
+    for scorer in ssn.hooks.node_scorers:
+        score = score + scorer(ctx)
+    best = int(np.argmax(score))
+    return Placement(int(candidates[best]), not bool(ctx.fits_idle[best]))
+
+
+def explain_no_node(ssn: Session, task: PodInfo) -> str:
+    """Why no node fits, summarised as counts per reason (as kube-scheduler does)."""
+    nodes = ssn.nodes
+    total = len(nodes)
+    if not total:
+        return "0 nodes are available: the cluster has no nodes."
+    reasons: Counter[str] = Counter()
+    remaining = np.ones(total, dtype=bool)
+    unusable = remaining & ~nodes.usable
+    if unusable.any():
+        reasons["node(s) were unschedulable or not ready"] += int(unusable.sum())
+    remaining &= nodes.usable
+    for flt in ssn.hooks.node_filters:
+        result = flt.fn(task)
+        if result is None:
+            continue
+        failing = remaining & ~result
+        if failing.any():
+            reasons[f"node(s) {flt.reason}"] += int(failing.sum())
+        remaining &= result
+    vec = ssn.vector(task)
+    future = nodes.idle + nodes.releasing
+    for col in np.flatnonzero(vec > 0):
+        short = remaining & (future[:, col] < vec[col] - EPS)
+        if short.any():
+            reasons[f"node(s) had insufficient {_resource_label(ssn.space.names[col])}"] += int(short.sum())
+    parts = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items(), key=lambda r: (-r[1], r[0])))
+    return f"0/{total} nodes are available: {parts}." if parts else f"0/{total} nodes are available."
+
+
+def place_tasks(ssn: Session, stmt: Statement, job: PodGroupInfo, tasks: list[PodInfo]) -> Status:
+    """Place all tasks (a gang's batch) in the statement, or none: the caller discards on failure."""
+    for placed, task in enumerate(tasks):
+        status = ssn.pre_predicate(task)
+        if not status.ok:
+            return _gang_failure(job, tasks, placed, status.message, status.code)
+        placement = find_node(ssn, task)
+        if placement is None:
+            return _gang_failure(job, tasks, placed, explain_no_node(ssn, task), Code.UNSCHEDULABLE)
+        node = ssn.nodes.names[placement.row]
+        if placement.pipelined:
+            stmt.pipeline(task, node)
+        else:
+            stmt.allocate(task, node)
+    return Status()
+
+
+def _gang_failure(job: PodGroupInfo, tasks: list[PodInfo], placed: int, why: str, code: Code) -> Status:
+    if len(tasks) > 1:
+        message = (
+            f"Resources were found for {placed} of the {len(tasks)} pods the gang needs to start; "
+            f"pod {tasks[placed].name} cannot be placed: {why}"
+        )
+    else:
+        message = f"Pod {tasks[0].key} cannot be placed: {why}"
+    return Status(code, "PodSchedulingErrors", message)
+
+
+def tasks_to_allocate(ssn: Session, job: PodGroupInfo) -> list[PodInfo]:
+    """The next batch: every leaf below minMember brought up to it, else one elastic extra pod."""
+    leaves = sorted(job.leaves, key=ssn.subgroup_key)
+    below = [sub for sub in leaves if sub.active() < sub.min_member]
+    if below:
+        batch: list[PodInfo] = []
+        for sub in below:
+            need = sub.min_member - sub.active()
+            pending = sorted(sub.pending(), key=ssn.task_key)
+            if len(pending) < need:
+                return []
+            batch.extend(pending[:need])
+        return batch
+    for sub in leaves:
+        pending = sub.pending()
+        if pending:
+            return [min(pending, key=ssn.task_key)]
+    return []
+
+
+def leaf_short_of_allocations(job: PodGroupInfo) -> SubGroupInfo | None:
+    """A leaf that has pipelined pods but fewer truly allocated pods than its minMember."""
+    for sub in job.leaves:
+        pipelined = any(p.status is PodStatus.PIPELINED for p in sub.pods)
+        allocated = sum(1 for p in sub.pods if p.status in (PodStatus.ALLOCATED, PodStatus.RUNNING))
+        if pipelined and allocated < sub.min_member:
+            return sub
+    return None
+
+
+def gang_not_ready_message(job: PodGroupInfo) -> str:
+    parts = []
+    for sub in job.leaves:
+        exist = sum(1 for p in sub.pods if p.status not in (PodStatus.SUCCEEDED, PodStatus.FAILED))
+        gated = sum(1 for p in sub.pods if p.status is PodStatus.GATED)
+        if exist - gated < sub.min_member:
+            where = f" in sub-group {sub.name}" if len(job.subgroups) > 1 else ""
+            parts.append(f"waiting for {sub.min_member} pods{where}: {exist} exist, {gated} of them gated")
+    return "Job is not ready for scheduling: " + "; ".join(parts) + "."

@@ -1,0 +1,121 @@
+"""The statement: a transaction of allocate / pipeline / evict operations on the session.
+
+Every operation changes the session at once (so later placements see it) and
+leaves an undo record; `checkpoint`/`rollback` undo part of it, `discard` undoes
+all of it, and `commit` turns it into decisions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kai.framework.decisions import Binding, Eviction, Pipelining
+from kai.framework.session import Session
+from kai.model import PodInfo, PodStatus
+
+
+@dataclass(slots=True)
+class _Op:
+    kind: str  # allocate | pipeline | evict
+    task: PodInfo
+    row: int
+    prev_status: PodStatus
+    prev_node: str
+    from_releasing: np.ndarray | None = None
+    action: str = ""
+    by: str = ""
+    message: str = ""
+
+
+class Statement:
+    def __init__(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.ops: list[_Op] = []
+        self.closed = False
+
+    # -- operations -------------------------------------------------------------------------------
+    def allocate(self, task: PodInfo, node: str) -> None:
+        """Place the task on idle resources of the node; it will be bound."""
+        nodes = self.ssn.nodes
+        row = nodes.index[node]
+        nodes.idle[row] -= self.ssn.vector(task)
+        self.ops.append(_Op("allocate", task, row, task.status, task.node))
+        task.status, task.node = PodStatus.ALLOCATED, node
+        self.ssn.fire_allocate(task)
+
+    def pipeline(self, task: PodInfo, node: str) -> None:
+        """Place the task on resources that are still being released; it waits for them."""
+        nodes = self.ssn.nodes
+        row = nodes.index[node]
+        vec = self.ssn.vector(task)
+        taken = np.minimum(vec, np.maximum(nodes.releasing[row], 0.0))
+        nodes.releasing[row] -= taken
+        nodes.idle[row] -= vec - taken
+        self.ops.append(_Op("pipeline", task, row, task.status, task.node, from_releasing=taken))
+        task.status, task.node = PodStatus.PIPELINED, node
+        self.ssn.fire_allocate(task)
+
+    def evict(self, task: PodInfo, action: str, by: str = "", message: str = "") -> None:
+        """Release a running (or just placed) task; its resources become releasing on its node."""
+        nodes = self.ssn.nodes
+        row = nodes.index.get(task.node, -1)
+        vec = self.ssn.vector(task)
+        if row >= 0:
+            nodes.releasing[row] += vec
+        self.ops.append(_Op("evict", task, row, task.status, task.node, action=action, by=by, message=message))
+        task.status = PodStatus.RELEASING
+        self.ssn.fire_deallocate(task)
+
+    def convert_to_pipelined(self, job_key: str) -> None:
+        """Turn this statement's allocations of one job into pipelined placements (nothing is bound)."""
+        for op in self.ops:
+            if op.kind == "allocate" and op.task.job_key == job_key and op.task.status is PodStatus.ALLOCATED:
+                op.kind = "pipeline"
+                op.from_releasing = np.zeros_like(self.ssn.vector(op.task))
+                op.task.status = PodStatus.PIPELINED
+
+    # -- transaction control ---------------------------------------------------------------------
+    def checkpoint(self) -> int:
+        return len(self.ops)
+
+    def rollback(self, checkpoint: int) -> None:
+        nodes = self.ssn.nodes
+        while len(self.ops) > checkpoint:
+            op = self.ops.pop()
+            vec = self.ssn.vector(op.task)
+            if op.kind == "allocate":
+                nodes.idle[op.row] += vec
+                self.ssn.fire_deallocate(op.task)
+            elif op.kind == "pipeline":
+                taken = op.from_releasing if op.from_releasing is not None else 0.0
+                nodes.releasing[op.row] += taken
+                nodes.idle[op.row] += vec - taken
+                self.ssn.fire_deallocate(op.task)
+            else:
+                if op.row >= 0:
+                    nodes.releasing[op.row] -= vec
+                op.task.status = op.prev_status
+                self.ssn.fire_allocate(op.task)
+            op.task.status, op.task.node = op.prev_status, op.prev_node
+
+    def discard(self) -> None:
+        self.rollback(0)
+        self.closed = True
+
+    def commit(self) -> None:
+        decisions = self.ssn.decisions
+        for op in self.ops:
+            task = op.task
+            if op.kind == "allocate":
+                decisions.bindings.append(Binding(task.key, task.node, task.gpu_groups))
+            elif op.kind == "pipeline":
+                decisions.pipelined.append(Pipelining(task.key, task.node))
+            else:
+                decisions.evictions.append(Eviction(task.key, op.prev_node, op.action, op.by, op.message))
+        self.ops.clear()
+        self.closed = True
+
+    def placed(self) -> list[PodInfo]:
+        return [op.task for op in self.ops if op.kind in ("allocate", "pipeline")]

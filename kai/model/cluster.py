@@ -1,0 +1,34 @@
+"""ClusterSnapshot: the immutable input of one scheduling cycle."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kai.model.node import NodeInfo
+from kai.model.pod import PodInfo
+from kai.model.podgroup import PodGroupInfo
+from kai.model.queue import QueueInfo
+
+
+@dataclass(slots=True)
+class TopologyInfo:
+    name: str
+    levels: tuple[str, ...]  # node label keys, highest level first
+
+
+@dataclass(slots=True)
+class ClusterSnapshot:
+    """Everything one cycle may look at. `now` is the instant of the cycle (epoch seconds)."""
+
+    now: float
+    nodes: list[NodeInfo] = field(default_factory=list)  # sorted by name
+    queues: dict[str, QueueInfo] = field(default_factory=dict)
+    podgroups: dict[str, PodGroupInfo] = field(default_factory=dict)  # by namespace/name
+    # Pods that hold node resources but are not ours to schedule (other schedulers, orphans).
+    foreign_pods: list[PodInfo] = field(default_factory=list)
+    topologies: dict[str, TopologyInfo] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def all_pods(self) -> list[PodInfo]:
+        pods = [p for pg in self.podgroups.values() for p in pg.pods]
+        return pods + self.foreign_pods

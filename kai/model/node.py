@@ -1,0 +1,28 @@
+"""Nodes as the scheduler sees them: allocatable resources, labels, taints and usability."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kai.model.pod import Taint
+from kai.model.resources import GPU, Resources
+
+
+@dataclass(slots=True)
+class NodeInfo:
+    name: str
+    allocatable: Resources
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    ready: bool = True  # Ready is True (or absent) and no pressure condition is True
+    gpu_memory_mib: int = 0  # per device, from nvidia.com/gpu.memory
+    gpu_product: str = ""
+
+    @property
+    def gpus(self) -> float:
+        return self.allocatable.get(GPU)
+
+    @property
+    def usable(self) -> bool:
+        return self.ready and not self.unschedulable

@@ -1,0 +1,19 @@
+"""elastic: jobs below their minMember first, then jobs exactly at it, then jobs growing beyond it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kai.framework.plugin import register_plugin
+from kai.framework.session import Session
+
+
+@dataclass
+class ElasticPlugin:
+    name: str = "elastic"
+
+    def on_session_open(self, ssn: Session) -> None:
+        ssn.hooks.job_order.append(lambda job: job.elastic_rank())
+
+
+register_plugin("elastic")(lambda args: ElasticPlugin())

@@ -1,0 +1,1 @@
+"""proportion: hierarchical fair share, queue order and queue capacity checks."""

@@ -1,0 +1,93 @@
+"""Dividing one resource among sibling queues: deserved quota first, then the surplus by priority
+level and over-quota weight, in whole units, and the flooring remainder last.
+
+A pure function of numbers, so that it can be checked by hand and by property tests.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+UNLIMITED = -1.0
+EPS = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class ShareRequest:
+    """One sibling queue's inputs for one resource (core units; -1 = unlimited)."""
+
+    name: str
+    deserved: float
+    limit: float
+    weight: float
+    priority: int
+    request: float
+    creation: float = 0.0
+    usage: float = 0.0  # normalised historical usage (time-based fair share); 0 without it
+
+    @property
+    def requestable(self) -> float:
+        return self.request if self.limit < 0 else min(self.request, self.limit)
+
+
+def divide(total: float, queues: list[ShareRequest], k_value: float = 1.0) -> dict[str, float]:
+    """Fair share of each queue out of `total`."""
+    share = {q.name: 0.0 for q in queues}
+    if not queues:
+        return share
+    # 1. Deserved phase: every queue gets its quota (all of `total` for -1), capped by what it can use.
+    for q in queues:
+        deserved = total if q.deserved < 0 else q.deserved
+        share[q.name] = max(0.0, min(deserved, q.requestable))
+    remaining = total - sum(share.values())
+    if remaining <= EPS:
+        return share
+
+    leftovers: dict[str, float] = {}
+    levels = sorted({q.priority for q in queues}, reverse=True)
+    # 2. Over-quota phase: strictly by priority level; within a level by weight, whole units per round.
+    for level in levels:
+        members = [q for q in queues if q.priority == level]
+        while remaining > EPS:
+            hungry = [q for q in members if q.weight > 0 and q.requestable - share[q.name] > EPS]
+            if not hungry:
+                break
+            weight_sum = sum(q.weight for q in hungry)
+            weights = {}
+            for q in hungry:
+                normalised = q.weight / weight_sum
+                weights[q.name] = max(0.0, normalised + k_value * (normalised - q.usage))
+            weight_total = sum(weights.values())
+            if weight_total <= EPS:
+                break
+            given, someone_sated = 0.0, False
+            for q in hungry:
+                portion = remaining * weights[q.name] / weight_total
+                wanted = q.requestable - share[q.name]
+                if wanted <= portion + EPS:
+                    share[q.name] += wanted
+                    given += wanted
+                    someone_sated = True
+                else:
+                    whole = math.floor(portion + EPS)
+                    share[q.name] += whole
+                    given += whole
+                    leftovers[q.name] = portion - whole
+            remaining -= given
+            if not someone_sated:
+                break
+    # 3. Remainder phase: what flooring left goes one unit at a time to the largest leftovers.
+    for level in levels:
+        if remaining <= EPS:
+            break
+        members = [q for q in queues if q.priority == level and leftovers.get(q.name, 0.0) > EPS]
+        members.sort(key=lambda q: (-leftovers[q.name], q.creation, q.name))
+        for q in members:
+            if remaining <= EPS:
+                break
+            give = min(1.0, remaining, q.requestable - share[q.name])
+            if give > EPS:
+                share[q.name] += give
+                remaining -= give
+    return share

@@ -1,0 +1,307 @@
+"""proportion: hierarchical fair share (DRF over gpu, cpu and memory), queue order, queue capacity
+checks (limits at every ancestor, non-preemptible work within deserved quota) and queue accounting.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from kai.framework.decisions import QueueReport
+from kai.framework.plugin import register_plugin
+from kai.framework.session import Session
+from kai.framework.status import SUCCESS, Status, unschedulable
+from kai.model import ALLOCATED, CPU, GPU, MEMORY, PodGroupInfo, PodInfo, PodStatus, QueueInfo
+from kai.plugins.proportion.fairshare import ShareRequest, divide
+
+RESOURCES = (GPU, CPU, MEMORY)  # the column order of every queue vector below
+LABELS = ("GPUs", "CPU millicores", "MB of memory")
+MB = 1e6
+
+
+@dataclass
+class QueueAttrs:
+    queue: QueueInfo
+    deserved: np.ndarray
+    limit: np.ndarray
+    weight: np.ndarray
+    request: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    allocated: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    allocated_np: np.ndarray = field(default_factory=lambda: np.zeros(3))  # of non-preemptible jobs
+    fair_share: np.ndarray = field(default_factory=lambda: np.zeros(3))
+
+    def allocatable(self, total: np.ndarray) -> np.ndarray:
+        """max(deserved, fair share) capped by the limit; -1 deserved means the limit (or everything)."""
+        limit = np.where(self.limit < 0, total, self.limit)
+        share = np.where(self.deserved < 0, limit, np.minimum(np.maximum(self.deserved, self.fair_share), limit))
+        return share
+
+
+def _fmt(col: int, amount: float) -> str:
+    if col == 0:
+        return f"{amount:g} GPUs"
+    if col == 1:
+        return f"{amount / 1000:g} CPU cores"
+    return f"{amount / 1e9:.4g} GB of memory"
+
+
+@dataclass
+class ProportionPlugin:
+    k_value: float = 1.0
+    name: str = "proportion"
+    attrs: dict[str, QueueAttrs] = field(default_factory=dict)
+
+    # -- session open -------------------------------------------------------------------------
+    def on_session_open(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self._vectors: dict[int, np.ndarray] = {}
+        self._job_requests: dict[str, np.ndarray] = {}
+        self._order_keys: dict[str, tuple[str, tuple[Any, ...]]] = {}
+        self.total = self._total(ssn)
+        for queue in ssn.queues.values():
+            res = [queue.resources.get(r) for r in RESOURCES]
+            self.attrs[queue.name] = QueueAttrs(
+                queue,
+                deserved=np.array([r.quota if r else 0.0 for r in res]),
+                limit=np.array([r.limit if r else -1.0 for r in res]),
+                weight=np.array([r.over_quota_weight if r else 1.0 for r in res]),
+            )
+        for job in ssn.jobs.values():
+            if job.queue not in self.attrs:
+                continue
+            for pod in job.pods:
+                vec = self.queue_vector(pod)
+                if pod.status in ALLOCATED:
+                    self._add(job, vec, self._path(job.queue))
+                elif pod.status is PodStatus.PENDING:
+                    for attrs in self._path(job.queue):
+                        attrs.request += vec
+        self._divide()
+        ssn.decisions.queues = self.report()
+        ssn.accounting = self
+        hooks = ssn.hooks
+        hooks.queue_order.append(self.queue_order_key)
+        hooks.job_capacity.append(self.check_capacity)
+        hooks.on_allocate.append(lambda task: self._on_change(task, +1.0))
+        hooks.on_deallocate.append(lambda task: self._on_change(task, -1.0))
+
+    @staticmethod
+    def _total(ssn: Session) -> np.ndarray:
+        nodes = ssn.nodes
+        cols = [ssn.space.index(r) for r in RESOURCES]
+        usable = nodes.usable
+        total = nodes.allocatable[usable][:, cols].sum(axis=0) if len(nodes) else np.zeros(3)
+        for pod in ssn.snapshot.foreign_pods:
+            row = nodes.index.get(pod.node)
+            if row is not None and usable[row] and pod.status in (PodStatus.RUNNING, PodStatus.RELEASING):
+                total -= ssn.vector(pod)[cols]
+        return np.maximum(total, 0.0)
+
+    def queue_vector(self, pod: PodInfo) -> np.ndarray:
+        """What the pod counts as in queue accounting: (GPUs incl. fractions and MIG, cpu, memory)."""
+        key = id(pod.requests)
+        vec = self._vectors.get(key)
+        if vec is None:
+            gpus = (
+                pod.gpu.quota_gpus(self.ssn.min_gpu_memory_mib)
+                if (pod.gpu.is_shared or pod.gpu.mig)
+                else pod.requests.get(GPU)
+            )
+            vec = np.array([gpus, pod.requests.get(CPU), pod.requests.get(MEMORY)])
+            self._vectors[key] = vec
+        return vec
+
+    def _path(self, queue: str) -> list[QueueAttrs]:
+        return [self.attrs[q.name] for q in self.ssn.queue_path(queue)]
+
+    @staticmethod
+    def _add(job: PodGroupInfo, vec: np.ndarray, path: list[QueueAttrs]) -> None:
+        for attrs in path:
+            attrs.allocated += vec
+            if not job.preemptible:
+                attrs.allocated_np += vec
+
+    def _on_change(self, task: PodInfo, sign: float) -> None:
+        job = self.ssn.jobs.get(task.job_key)
+        if job is None or job.queue not in self.attrs:
+            return
+        path = self._path(job.queue)
+        self._add(job, sign * self.queue_vector(task), path)
+        self._job_requests.pop(job.key, None)
+        for attrs in path:
+            self._order_keys.pop(attrs.queue.name, None)
+
+    # -- fair share ---------------------------------------------------------------------------
+    def _divide(self) -> None:
+        queues = self.ssn.queues
+        # Demand a parent can pass down is what its children can use (each capped by its limit).
+        for name in self._post_order():
+            attrs = self.attrs[name]
+            if queues[name].children:
+                child_demand = np.zeros(3)
+                for child in queues[name].children:
+                    c = self.attrs[child]
+                    child_demand += np.where(c.limit < 0, c.request, np.minimum(c.request, c.limit))
+                attrs.request = child_demand
+        if self.ssn.config.params.full_hierarchy_fairness:
+            tops = sorted(n for n, q in queues.items() if not q.parent)
+            self._divide_level(tops, self.total)
+        else:
+            # Fairness only among second-level queues, as if under one unlimited parent.
+            seconds = sorted(n for n, q in queues.items() if q.parent and not queues[q.parent].parent)
+            self._divide_level(seconds, self.total)
+            for name, queue in queues.items():
+                if not queue.parent:
+                    self.attrs[name].fair_share = sum((self.attrs[c].fair_share for c in queue.children), np.zeros(3))
+
+    def _divide_level(self, names: list[str], amount: np.ndarray) -> None:
+        for col in range(3):
+            requests = []
+            for name in names:
+                a = self.attrs[name]
+                requests.append(
+                    ShareRequest(
+                        name,
+                        float(a.deserved[col]),
+                        float(a.limit[col]),
+                        float(a.weight[col]),
+                        a.queue.priority,
+                        float(a.request[col]),
+                        a.queue.creation,
+                    )
+                )
+            shares = divide(float(amount[col]), requests, self.k_value)
+            for name, value in shares.items():
+                self.attrs[name].fair_share[col] = value
+        for name in names:
+            children = sorted(self.ssn.queues[name].children)
+            if children:
+                self._divide_level(children, self.attrs[name].fair_share.copy())
+
+    def _post_order(self) -> list[str]:
+        order: list[str] = []
+        queues = self.ssn.queues
+
+        def visit(name: str) -> None:
+            for child in sorted(queues[name].children):
+                visit(child)
+            order.append(name)
+
+        for name in sorted(n for n, q in queues.items() if not q.parent):
+            visit(name)
+        return order
+
+    # -- queue order --------------------------------------------------------------------------
+    @staticmethod
+    def _drs(allocated: list[float], allocatable: list[float]) -> float:
+        return max(a / c if c > 0 else a * 1000.0 for a, c in zip(allocated, allocatable, strict=True))
+
+    def queue_order_key(self, queue: QueueInfo, job: PodGroupInfo) -> tuple[Any, ...]:
+        """Section 4.4's rules as a sort key (cached until the queue's allocation or the job changes)."""
+        cached = self._order_keys.get(queue.name)
+        if cached is not None and cached[0] == job.key:
+            return cached[1]
+        attrs = self.attrs[queue.name]
+        request = self.job_request(job).tolist()
+        allocated = attrs.allocated.tolist()
+        fair = attrs.fair_share.tolist()
+        deserved = attrs.deserved.tolist()
+        allocatable = attrs.allocatable(self.total).tolist()
+        with_job = [a + r for a, r in zip(allocated, request, strict=True)]
+        over_used = all(a > f + 1e-9 for a, f in zip(allocated, fair, strict=True))
+        within_deserved = all(d < 0 or w <= d + 1e-9 for w, d in zip(with_job, deserved, strict=True))
+        zero_share_use = any(c <= 0 < r for c, r in zip(allocatable, request, strict=True))
+        key = (
+            over_used,
+            not within_deserved,
+            -queue.priority,
+            zero_share_use,
+            self._drs(with_job, allocatable),
+            self._drs(allocated, allocatable),
+        )
+        self._order_keys[queue.name] = (job.key, key)
+        return key
+
+    def job_request(self, job: PodGroupInfo) -> np.ndarray:
+        """Resources of the job's next batch: what it needs to reach its minimum, or one more pod."""
+        cached = self._job_requests.get(job.key)
+        if cached is not None:
+            return cached
+        request = np.zeros(3)
+        short = sum(max(sub.min_member - sub.active(), 0) for sub in job.leaves)
+        for pod in job.pods:
+            if pod.status is PodStatus.PENDING:
+                request += self.queue_vector(pod)
+                short -= 1
+                if short <= 0:
+                    break
+        self._job_requests[job.key] = request
+        return request
+
+    # -- capacity checks ----------------------------------------------------------------------
+    def check_capacity(self, job: PodGroupInfo, tasks: list[PodInfo]) -> Status:
+        request = sum((self.queue_vector(t) for t in tasks), np.zeros(3))
+        path = self._path(job.queue)
+        for attrs in path:
+            for col in range(3):
+                limit = attrs.limit[col]
+                if limit < 0 or request[col] <= 0:
+                    continue
+                if attrs.allocated[col] + request[col] > limit + 1e-9:
+                    name = attrs.queue.display_name or attrs.queue.name
+                    return unschedulable(
+                        "OverLimit",
+                        f"Queue {name} would exceed its limit of {_fmt(col, limit)}: "
+                        f"{_fmt(col, attrs.allocated[col])} in use and this job asks for "
+                        f"{_fmt(col, request[col])} more.",
+                    )
+        if not job.preemptible:
+            for attrs in path:
+                for col in range(3):
+                    deserved = attrs.deserved[col]
+                    if deserved < 0 or request[col] <= 0:
+                        continue
+                    if attrs.allocated_np[col] + request[col] > deserved + 1e-9:
+                        name = attrs.queue.display_name or attrs.queue.name
+                        return unschedulable(
+                            "NonPreemptibleOverQuota",
+                            f"Non-preemptible job would take queue {name} over its quota of "
+                            f"{_fmt(col, deserved)}: non-preemptible jobs already use "
+                            f"{_fmt(col, attrs.allocated_np[col])} and this job asks for "
+                            f"{_fmt(col, request[col])}. Only preemptible jobs may go over quota.",
+                        )
+        return SUCCESS
+
+    # -- queries ------------------------------------------------------------------------------
+    def fair_share(self, queue: str) -> dict[str, float]:
+        return dict(zip(RESOURCES, self.attrs[queue].fair_share.tolist(), strict=True))
+
+    def report(self) -> dict[str, QueueReport]:
+        def units(vec: np.ndarray) -> dict[str, float]:
+            return {
+                "gpu": round(float(vec[0]), 6),
+                "cpu": round(float(vec[1]), 3),
+                "memory": round(float(vec[2]) / MB, 3),
+            }
+
+        def quota(vec: np.ndarray) -> dict[str, float]:
+            return {k: (-1.0 if vec[i] < 0 else v) for i, (k, v) in enumerate(units(vec).items())}
+
+        return {
+            name: QueueReport(units(a.fair_share), units(a.allocated), quota(a.deserved), units(a.request))
+            for name, a in sorted(self.attrs.items())
+        }
+
+
+def _factory(args: dict[str, str]) -> ProportionPlugin:
+    raw = args.get("kValue", "1.0")
+    try:
+        k_value = float(raw)
+    except ValueError as err:
+        raise ValueError(f"proportion: kValue must be a number, got {raw!r}") from err
+    return ProportionPlugin(k_value=max(k_value, 0.0))
+
+
+register_plugin("proportion")(_factory)

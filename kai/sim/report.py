@@ -1,0 +1,98 @@
+"""Rendering a simulation: the contract's JSON, and a table for people (rich)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from kai.sim.simulate import SimulationResult, to_json_dict
+
+
+def render_json(result: SimulationResult) -> str:
+    return json.dumps(to_json_dict(result), sort_keys=True, indent=2) + "\n"
+
+
+def _num(value: float) -> str:
+    if value == -1:
+        return "∞"
+    return f"{value:.2f}".rstrip("0").rstrip(".") if value % 1 else f"{int(value)}"
+
+
+def _queue_rows(data: dict[str, Any], parents: dict[str, str]) -> list[tuple[str, int]]:
+    children: dict[str, list[str]] = {}
+    for name in data:
+        children.setdefault(parents.get(name, ""), []).append(name)
+    rows: list[tuple[str, int]] = []
+
+    def visit(name: str, depth: int) -> None:
+        rows.append((name, depth))
+        for child in sorted(children.get(name, [])):
+            visit(child, depth + 1)
+
+    for top in sorted(children.get("", [])):
+        visit(top, 0)
+    return rows
+
+
+def render_table(result: SimulationResult, console: Console) -> None:
+    data = to_json_dict(result)
+    assert result.final is not None
+    parents = {name: q.parent for name, q in result.final.queues.items()}
+
+    queues = Table(title="Queues (GPUs: quota / fair share / allocated / requested)", title_justify="left")
+    for col in (
+        "queue",
+        "GPU quota",
+        "GPU fair share",
+        "GPU allocated",
+        "GPU requested",
+        "CPU fair share (cores)",
+        "CPU allocated (cores)",
+        "memory allocated (GB)",
+    ):
+        queues.add_column(col, justify="left" if col == "queue" else "right")
+    for name, depth in _queue_rows(data["queues"], parents):
+        q = data["queues"][name]
+        queues.add_row(
+            "  " * depth + name,
+            _num(q["deserved"]["gpu"]),
+            _num(q["fairShare"]["gpu"]),
+            _num(q["allocated"]["gpu"]),
+            _num(q["requested"]["gpu"]),
+            _num(q["fairShare"]["cpu"] / 1000),
+            _num(q["allocated"]["cpu"] / 1000),
+            _num(q["allocated"]["memory"] / 1000),
+        )
+    console.print(queues)
+
+    running: dict[str, int] = {}
+    total: dict[str, int] = {}
+    for pod in data["pods"].values():
+        total[pod["podGroup"]] = total.get(pod["podGroup"], 0) + 1
+        if pod["status"] == "Running":
+            running[pod["podGroup"]] = running.get(pod["podGroup"], 0) + 1
+    groups = Table(title="Pod groups", title_justify="left")
+    for col in ("pod group", "queue", "status", "running", "why it waits"):
+        groups.add_column(col, overflow="fold")
+    style = {"Running": "green", "Pending": "yellow", "Releasing": "magenta"}
+    for key, pg in sorted(data["podGroups"].items(), key=lambda kv: (kv[1]["queue"], kv[0])):
+        groups.add_row(
+            key,
+            pg["queue"],
+            f"[{style.get(pg['status'], 'white')}]{pg['status']}[/]",
+            f"{running.get(key, 0)}/{total.get(key, 0)}",
+            pg["message"],
+        )
+    console.print(groups)
+
+    for rnd in data["rounds"]:
+        console.print(
+            f"round {rnd['round']}: {len(rnd['bound'])} pod(s) bound, "
+            f"{len(rnd['pipelined'])} pipelined, {len(rnd['evicted'])} evicted"
+        )
+        for ev in rnd["evicted"]:
+            by = f" for {ev['by']}" if ev["by"] else ""
+            console.print(f"  evicted {ev['pod']} from {ev['node']} by {ev['action']}{by}")

@@ -1,0 +1,120 @@
+"""`kai simulate`: run scheduling rounds on a snapshot and apply each outcome as if the cluster
+reacted at once (bound pods run, evicted and pipelined pods wait again, releasing pods stay)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kai.cycle import run_cycle
+from kai.framework.config import SchedulerConfig
+from kai.framework.decisions import Decisions
+from kai.model import ClusterSnapshot, PodStatus
+
+
+@dataclass
+class RoundResult:
+    number: int
+    decisions: Decisions
+
+
+@dataclass
+class SimulationResult:
+    rounds: list[RoundResult] = field(default_factory=list)
+    final: ClusterSnapshot | None = None
+    last: Decisions | None = None  # the last round's decisions (queue report, pod group outcomes)
+
+
+def apply_decisions(snapshot: ClusterSnapshot, decisions: Decisions) -> ClusterSnapshot:
+    """The cluster after it carried out the decisions."""
+    podgroups = {key: pg.clone() for key, pg in snapshot.podgroups.items()}
+    pods = {p.key: p for pg in podgroups.values() for p in pg.pods}
+    for binding in decisions.bindings:
+        pod = pods[binding.pod]
+        pod.status, pod.node, pod.gpu_groups = PodStatus.RUNNING, binding.node, binding.gpu_groups
+    for eviction in decisions.evictions:
+        pod = pods[eviction.pod]
+        if pod.status is not PodStatus.RELEASING:
+            pod.status, pod.node, pod.gpu_groups = PodStatus.PENDING, "", ()
+    for key, moment in decisions.last_start.items():
+        podgroups[key].last_start = moment
+    for key, moment in decisions.stale_since.items():
+        podgroups[key].stale_since = moment
+    return ClusterSnapshot(
+        now=snapshot.now,
+        nodes=snapshot.nodes,
+        queues=snapshot.queues,
+        podgroups=podgroups,
+        foreign_pods=snapshot.foreign_pods,
+        topologies=snapshot.topologies,
+        warnings=snapshot.warnings,
+    )
+
+
+def simulate(snapshot: ClusterSnapshot, config: SchedulerConfig, rounds: int = 1) -> SimulationResult:
+    result = SimulationResult()
+    state = snapshot
+    for number in range(1, rounds + 1):
+        decisions = run_cycle(state, config)
+        result.rounds.append(RoundResult(number, decisions))
+        result.last = decisions
+        state = apply_decisions(state, decisions)
+    result.final = state
+    return result
+
+
+def _round(value: float) -> float:
+    return round(value, 6)
+
+
+def to_json_dict(result: SimulationResult) -> dict[str, Any]:
+    """The contract's output object; every list is sorted so equal input gives equal bytes."""
+    assert result.final is not None and result.last is not None
+    rounds = []
+    for rnd in result.rounds:
+        d = rnd.decisions
+        rounds.append(
+            {
+                "round": rnd.number,
+                "bound": sorted(
+                    ({"pod": b.pod, "node": b.node, "gpuGroups": sorted(b.gpu_groups)} for b in d.bindings),
+                    key=lambda e: e["pod"],
+                ),
+                "pipelined": sorted(({"pod": p.pod, "node": p.node} for p in d.pipelined), key=lambda e: e["pod"]),
+                "evicted": sorted(
+                    ({"pod": e.pod, "node": e.node, "action": e.action, "by": e.by} for e in d.evictions),
+                    key=lambda e: (e["pod"], e["action"]),
+                ),
+            }
+        )
+    pods: dict[str, Any] = {}
+    for pg in result.final.podgroups.values():
+        for pod in pg.pods:
+            status = pod.status.value
+            pods[pod.key] = {
+                "podGroup": pg.key,
+                "status": status,
+                "node": pod.node or None,
+                "gpuGroups": sorted(pod.gpu_groups),
+            }
+    podgroups = {}
+    for key, pg in result.final.podgroups.items():
+        outcome = result.last.jobs.get(key)
+        status = pg.phase()  # as the pod group stands once the last round's decisions are applied
+        message = outcome.message if outcome and (status in ("Pending", "Gated") or pg.has_pending()) else ""
+        podgroups[key] = {"queue": pg.queue, "status": status, "message": message}
+    queues = {
+        name: {
+            "fairShare": {k: _round(v) for k, v in q.fair_share.items()},
+            "allocated": {k: _round(v) for k, v in q.allocated.items()},
+            "deserved": {k: _round(v) for k, v in q.deserved.items()},
+            "requested": {k: _round(v) for k, v in q.requested.items()},
+        }
+        for name, q in result.last.queues.items()
+    }
+    return {
+        "rounds": rounds,
+        "pods": dict(sorted(pods.items())),
+        "podGroups": dict(sorted(podgroups.items())),
+        "queues": dict(sorted(queues.items())),
+    }

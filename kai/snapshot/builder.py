@@ -1,0 +1,806 @@
+"""Turning Kubernetes objects (dicts, as read from files or a watch cache) into a ClusterSnapshot.
+
+Every problem is collected with the object and field it concerns; an object with a
+problem is left out of the snapshot, so that the live scheduler can go on with the
+rest while the offline CLI refuses the whole snapshot.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kai.api import keys
+from kai.api.errors import Problem
+from kai.api.quantity import QuantityError, as_float, cpu_millis
+from kai.api.timeutil import parse_duration, parse_time
+from kai.model import (
+    CPU,
+    DEFAULT_SUBGROUP,
+    GPU,
+    MEMORY,
+    PODS,
+    ClusterSnapshot,
+    GpuRequest,
+    NodeInfo,
+    NodeSelectorTerm,
+    PodGroupInfo,
+    PodInfo,
+    PodStatus,
+    QueueInfo,
+    QueueResource,
+    Resources,
+    SelectorRequirement,
+    SubGroupInfo,
+    Taint,
+    Toleration,
+    TopologyConstraint,
+    TopologyInfo,
+)
+
+MB = 1_000_000.0
+DRA_KINDS = {"DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate"}
+PRESSURE_CONDITIONS = {"MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable"}
+
+
+@dataclass
+class BuildResult:
+    snapshot: ClusterSnapshot
+    problems: list[Problem] = field(default_factory=list)
+
+
+def _group(api_version: str) -> str:
+    return api_version.split("/", 1)[0] if "/" in api_version else ""
+
+
+def _describe(kind: str, obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    name = meta.get("name") or "<unnamed>"
+    namespace = meta.get("namespace")
+    return f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
+
+
+class SnapshotBuilder:
+    """Collects objects by kind, then builds the snapshot in dependency order."""
+
+    def __init__(self, now: float, scheduler_name: str = keys.SCHEDULER_NAME) -> None:
+        self.now = now
+        self.scheduler_name = scheduler_name
+        self.problems: list[Problem] = []
+        self.warnings: list[str] = []
+        self.by_kind: dict[str, list[dict[str, Any]]] = {
+            k: [] for k in ("Node", "Queue", "PodGroup", "PriorityClass", "Pod", "Topology")
+        }
+
+    # -- intake -------------------------------------------------------------------------------
+    def add(self, objects: Iterable[dict[str, Any]]) -> None:
+        ignored: dict[str, int] = {}
+        for obj in objects:
+            kind = str(obj.get("kind") or "")
+            group = _group(str(obj.get("apiVersion") or ""))
+            accepted = {
+                ("", "Node"),
+                ("", "Pod"),
+                ("scheduling.run.ai", "Queue"),
+                ("scheduling.run.ai", "PodGroup"),
+                ("scheduling.k8s.io", "PriorityClass"),
+                ("kai.scheduler", "Topology"),
+            }
+            if (group, kind) in accepted:
+                if not isinstance(obj.get("metadata"), dict) or not obj["metadata"].get("name"):
+                    self._problem(kind, obj, "metadata.name", "is missing")
+                    continue
+                self.by_kind[kind].append(obj)
+            elif kind in DRA_KINDS:
+                ignored[f"{kind} (Dynamic Resource Allocation is not built yet)"] = ignored.get(kind, 0) + 1
+            else:
+                label = f"{kind or '<no kind>'} ({obj.get('apiVersion', '')})"
+                ignored[label] = ignored.get(label, 0) + 1
+        for label, count in sorted(ignored.items()):
+            self.warnings.append(f"ignored {count} object(s) of kind {label}")
+
+    def _problem(self, kind: str, obj: dict[str, Any], fld: str, message: str) -> None:
+        self.problems.append(Problem(_describe(kind, obj), fld, message))
+
+    # -- build --------------------------------------------------------------------------------
+    def build(self) -> BuildResult:
+        priorities = dict(keys.DEFAULT_PRIORITY_CLASSES)
+        global_default: int | None = None
+        for obj in self.by_kind["PriorityClass"]:
+            value = obj.get("value")
+            if not isinstance(value, int) or isinstance(value, bool):
+                self._problem("PriorityClass", obj, "value", f"must be an integer, got {value!r}")
+                continue
+            priorities[obj["metadata"]["name"]] = value
+            if obj.get("globalDefault") is True:
+                global_default = value
+        self.priorities = priorities
+        self.default_priority = global_default if global_default is not None else keys.DEFAULT_PRIORITY
+
+        snapshot = ClusterSnapshot(now=self.now)
+        snapshot.nodes = self._nodes()
+        snapshot.topologies = self._topologies()
+        snapshot.queues = self._queues()
+        self._podgroups_and_pods(snapshot)
+        snapshot.warnings = self.warnings
+        return BuildResult(snapshot, self.problems)
+
+    # -- nodes --------------------------------------------------------------------------------
+    def _nodes(self) -> list[NodeInfo]:
+        nodes: dict[str, NodeInfo] = {}
+        for obj in self.by_kind["Node"]:
+            name = obj["metadata"]["name"]
+            if name in nodes:
+                self._problem("Node", obj, "metadata.name", "is defined twice")
+                continue
+            spec, status = obj.get("spec") or {}, obj.get("status") or {}
+            labels = {str(k): str(v) for k, v in (obj["metadata"].get("labels") or {}).items()}
+            allocatable = self._resource_list("Node", obj, "status.allocatable", status.get("allocatable"))
+            if allocatable is None:
+                continue
+            if PODS not in allocatable.amounts:
+                allocatable.amounts[PODS] = 110.0
+            taints = tuple(
+                Taint(str(t.get("key", "")), str(t.get("value", "")), str(t.get("effect", "NoSchedule")))
+                for t in spec.get("taints") or []
+                if isinstance(t, dict)
+            )
+            ready = True
+            for cond in status.get("conditions") or []:
+                ctype, cstatus = cond.get("type"), str(cond.get("status"))
+                if (ctype == "Ready" and cstatus != "True") or (ctype in PRESSURE_CONDITIONS and cstatus == "True"):
+                    ready = False
+            gpu_memory = 0
+            if keys.GPU_MEMORY_NODE_LABEL in labels:
+                try:
+                    gpu_memory = int(float(labels[keys.GPU_MEMORY_NODE_LABEL]))
+                except ValueError:
+                    self._problem(
+                        "Node",
+                        obj,
+                        f"metadata.labels[{keys.GPU_MEMORY_NODE_LABEL}]",
+                        f"must be a number of MiB, got {labels[keys.GPU_MEMORY_NODE_LABEL]!r}",
+                    )
+                    continue
+            nodes[name] = NodeInfo(
+                name=name,
+                allocatable=allocatable,
+                labels=labels,
+                taints=taints,
+                unschedulable=bool(spec.get("unschedulable")),
+                ready=ready,
+                gpu_memory_mib=gpu_memory,
+                gpu_product=labels.get(keys.GPU_PRODUCT_NODE_LABEL, ""),
+            )
+        return [nodes[n] for n in sorted(nodes)]
+
+    def _resource_list(self, kind: str, obj: dict[str, Any], where: str, value: Any) -> Resources | None:
+        if value is None:
+            return Resources()
+        if not isinstance(value, dict):
+            self._problem(kind, obj, where, "must be a map of resource name to quantity")
+            return None
+        out: dict[str, float] = {}
+        ok = True
+        for name, raw in value.items():
+            try:
+                amount = cpu_millis(raw) if name == CPU else as_float(raw)
+            except QuantityError:
+                self._problem(kind, obj, f"{where}.{name}", f"is not a quantity: {raw!r}")
+                ok = False
+                continue
+            if amount < 0:
+                self._problem(kind, obj, f"{where}.{name}", f"must not be negative, got {raw!r}")
+                ok = False
+                continue
+            if amount:
+                out[str(name)] = amount
+        return Resources(out) if ok else None
+
+    # -- topologies -----------------------------------------------------------------------------
+    def _topologies(self) -> dict[str, TopologyInfo]:
+        out: dict[str, TopologyInfo] = {}
+        for obj in self.by_kind["Topology"]:
+            name = obj["metadata"]["name"]
+            levels = (obj.get("spec") or {}).get("levels") or []
+            labels = [lvl.get("nodeLabel") for lvl in levels if isinstance(lvl, dict)]
+            if not labels or not all(isinstance(x, str) and x for x in labels):
+                self._problem("Topology", obj, "spec.levels", "must list 1 to 16 levels, each with a nodeLabel")
+                continue
+            if name in out:
+                self._problem("Topology", obj, "metadata.name", "is defined twice")
+                continue
+            out[name] = TopologyInfo(name, tuple(labels))
+        return out
+
+    # -- queues -------------------------------------------------------------------------------
+    def _queues(self) -> dict[str, QueueInfo]:
+        queues: dict[str, QueueInfo] = {}
+        for obj in self.by_kind["Queue"]:
+            name = obj["metadata"]["name"]
+            if name in queues:
+                self._problem("Queue", obj, "metadata.name", "is defined twice")
+                continue
+            queue = self._queue(obj)
+            if queue is not None:
+                queues[name] = queue
+        # Drop queues whose parent is missing (and, transitively, their children).
+        for name, queue in sorted(queues.items()):
+            if queue.parent and queue.parent not in queues:
+                self.problems.append(
+                    Problem(f"Queue {name}", "spec.parentQueue", f"names queue {queue.parent!r}, which does not exist")
+                )
+        changed = True
+        while changed:
+            changed = False
+            for name in list(queues):
+                parent = queues[name].parent
+                if parent and parent not in queues:
+                    del queues[name]
+                    changed = True
+        # Cycles.
+        for name in sorted(queues):
+            seen, current = [name], queues[name].parent
+            while current:
+                if current in seen:
+                    self.problems.append(
+                        Problem(f"Queue {name}", "spec.parentQueue", "makes a cycle: " + " -> ".join([*seen, current]))
+                    )
+                    break
+                seen.append(current)
+                current = queues[current].parent if current in queues else ""
+        in_cycle = {p.obj.split(" ", 1)[1] for p in self.problems if p.message.startswith("makes a cycle")}
+        for name in in_cycle:
+            queues.pop(name, None)
+        for name in sorted(queues):
+            parent = queues[name].parent
+            if parent in queues:
+                queues[parent].children.append(name)
+        return queues
+
+    def _queue(self, obj: dict[str, Any]) -> QueueInfo | None:
+        meta, spec = obj["metadata"], obj.get("spec") or {}
+        name = meta["name"]
+        ok = True
+        priority = spec.get("priority", 100)
+        if not isinstance(priority, int) or isinstance(priority, bool):
+            self._problem("Queue", obj, "spec.priority", f"must be an integer, got {priority!r}")
+            ok = False
+        resources: dict[str, QueueResource] = {}
+        spec_resources = spec.get("resources")
+        if spec_resources is None:
+            self.warnings.append(f"Queue {name}: spec.resources is not set: no quota, unlimited")
+            spec_resources = {}
+        elif not isinstance(spec_resources, dict):
+            self._problem("Queue", obj, "spec.resources", "must be a map with gpu, cpu and memory")
+            return None
+        for key, resource, scale in (("gpu", GPU, 1.0), ("cpu", CPU, 1.0), ("memory", MEMORY, MB)):
+            section = spec_resources.get(key) or {}
+            if not isinstance(section, dict):
+                self._problem("Queue", obj, f"spec.resources.{key}", "must be a map with quota, overQuotaWeight, limit")
+                ok = False
+                continue
+            values: dict[str, float] = {}
+            for fld, default in (("quota", 0.0), ("overQuotaWeight", 1.0), ("limit", -1.0)):
+                raw = section.get(fld)
+                if raw is None:
+                    values[fld] = default
+                    continue
+                if isinstance(raw, bool) or not isinstance(raw, int | float):
+                    self._problem("Queue", obj, f"spec.resources.{key}.{fld}", f"must be a number, got {raw!r}")
+                    ok = False
+                    continue
+                number = float(raw)
+                if fld == "overQuotaWeight" and number < 0:
+                    self._problem("Queue", obj, f"spec.resources.{key}.{fld}", f"must not be negative, got {raw}")
+                    ok = False
+                elif fld != "overQuotaWeight" and number < 0 and number != -1:
+                    self._problem(
+                        "Queue", obj, f"spec.resources.{key}.{fld}", f"must be -1 (unlimited) or at least 0, got {raw}"
+                    )
+                    ok = False
+                values[fld] = number
+            if not ok:
+                continue
+            quota, limit = values["quota"], values["limit"]
+            if limit != -1 and quota != -1 and quota > limit:
+                self._problem(
+                    "Queue", obj, f"spec.resources.{key}.quota", f"({quota:g}) is larger than the limit ({limit:g})"
+                )
+                ok = False
+                continue
+            resources[resource] = QueueResource(
+                quota=quota * scale if quota != -1 else -1.0,
+                over_quota_weight=values["overQuotaWeight"],
+                limit=limit * scale if limit != -1 else -1.0,
+            )
+        runtimes: dict[str, float | None] = {}
+        for fld in ("preemptMinRuntime", "reclaimMinRuntime"):
+            raw = spec.get(fld)
+            runtimes[fld] = None
+            if raw is not None:
+                try:
+                    runtimes[fld] = max(0.0, parse_duration(raw))
+                except ValueError as err:
+                    self._problem("Queue", obj, f"spec.{fld}", str(err))
+                    ok = False
+        creation = self._timestamp("Queue", obj)
+        if not ok or creation is None:
+            return None
+        return QueueInfo(
+            name=name,
+            parent=str(spec.get("parentQueue") or ""),
+            priority=int(priority),
+            resources=resources,
+            creation=creation,
+            display_name=str(spec.get("displayName") or ""),
+            preempt_min_runtime=runtimes["preemptMinRuntime"],
+            reclaim_min_runtime=runtimes["reclaimMinRuntime"],
+        )
+
+    def _timestamp(self, kind: str, obj: dict[str, Any], fld: str = "creationTimestamp") -> float | None:
+        raw = (obj.get("metadata") or {}).get(fld)
+        if raw is None:
+            return 0.0 if fld == "creationTimestamp" else None
+        try:
+            return parse_time(raw)
+        except ValueError:
+            self._problem(kind, obj, f"metadata.{fld}", f"is not an RFC 3339 timestamp: {raw!r}")
+            return None
+
+    def _ensure_default_queues(self, queues: dict[str, QueueInfo]) -> None:
+        """KAI's Helm chart installs these two; a snapshot that relies on them need not list them."""
+        if keys.DEFAULT_QUEUE in queues:
+            return
+        if keys.DEFAULT_PARENT_QUEUE not in queues:
+            queues[keys.DEFAULT_PARENT_QUEUE] = QueueInfo(keys.DEFAULT_PARENT_QUEUE)
+        queues[keys.DEFAULT_QUEUE] = QueueInfo(keys.DEFAULT_QUEUE, parent=keys.DEFAULT_PARENT_QUEUE)
+        queues[keys.DEFAULT_PARENT_QUEUE].children.append(keys.DEFAULT_QUEUE)
+        self.warnings.append(f"queue {keys.DEFAULT_QUEUE} is not in the snapshot: using KAI's default queues")
+
+    def _priority(self, class_name: str) -> int:
+        return self.priorities.get(class_name, self.default_priority) if class_name else self.default_priority
+
+    def _check_queue(self, kind: str, obj: dict[str, Any], fld: str, queue: str, queues: dict[str, QueueInfo]) -> bool:
+        if queue == keys.DEFAULT_QUEUE:
+            self._ensure_default_queues(queues)
+        if queue not in queues:
+            self._problem(kind, obj, fld, f"names queue {queue!r}, which does not exist")
+            return False
+        if not queues[queue].is_leaf:
+            self._problem(kind, obj, fld, f"names queue {queue!r}, which has child queues (only leaf queues run jobs)")
+            return False
+        return True
+
+    # -- pod groups and pods --------------------------------------------------------------------
+    def _podgroups_and_pods(self, snapshot: ClusterSnapshot) -> None:
+        groups: dict[str, PodGroupInfo] = {}
+        for obj in self.by_kind["PodGroup"]:
+            group = self._podgroup(obj, snapshot.queues)
+            if group is None:
+                continue
+            if group.key in groups:
+                self._problem("PodGroup", obj, "metadata.name", "is defined twice")
+                continue
+            groups[group.key] = group
+
+        node_names = {n.name for n in snapshot.nodes}
+        seen: set[str] = set()
+        for obj in self.by_kind["Pod"]:
+            pod = self._pod(obj)
+            if pod is None:
+                continue
+            if pod.key in seen:
+                self._problem("Pod", obj, "metadata.name", "is defined twice")
+                continue
+            seen.add(pod.key)
+            if pod.node and pod.node not in node_names and pod.status in (PodStatus.RUNNING, PodStatus.RELEASING):
+                self.warnings.append(f"Pod {pod.key}: spec.nodeName {pod.node!r} is not a node of the snapshot")
+            if pod.scheduler_name != self.scheduler_name:
+                snapshot.foreign_pods.append(pod)
+                continue
+            self._attach(obj, pod, groups, snapshot.queues)
+        snapshot.podgroups = {k: groups[k] for k in sorted(groups)}
+
+    def _attach(
+        self, obj: dict[str, Any], pod: PodInfo, groups: dict[str, PodGroupInfo], queues: dict[str, QueueInfo]
+    ) -> None:
+        annotations = obj["metadata"].get("annotations") or {}
+        group_name = annotations.get(keys.POD_GROUP_ANNOTATION)
+        if group_name:
+            group = groups.get(f"{pod.namespace}/{group_name}")
+            if group is None:
+                self._problem(
+                    "Pod",
+                    obj,
+                    f"metadata.annotations[{keys.POD_GROUP_ANNOTATION}]",
+                    f"names PodGroup {group_name!r}, which does not exist in namespace {pod.namespace}",
+                )
+                return
+        else:
+            queue = pod.labels.get(keys.QUEUE_LABEL) or keys.DEFAULT_QUEUE
+            if not self._check_queue("Pod", obj, f"metadata.labels[{keys.QUEUE_LABEL}]", queue, queues):
+                return
+            class_name = pod.labels.get(keys.PRIORITY_CLASS_LABEL) or pod.priority_class_name
+            priority = self._priority(class_name)
+            name = f"pg-{pod.name}-{pod.uid}" if pod.uid != pod.key else f"pg-{pod.name}"
+            group = PodGroupInfo(
+                namespace=pod.namespace,
+                name=name,
+                uid=pod.uid,
+                queue=queue,
+                creation=pod.creation,
+                priority=priority,
+                priority_class_name=class_name,
+                preemptible=self._preemptible(pod.labels.get(keys.PREEMPTIBILITY_LABEL, ""), priority),
+                subgroups={DEFAULT_SUBGROUP: SubGroupInfo(DEFAULT_SUBGROUP)},
+                implicit=True,
+            )
+            groups[group.key] = group
+        pod.job_key = group.key
+        sub = group.subgroups.get(pod.subgroup)
+        if sub is None or not sub.is_leaf:
+            self.warnings.append(
+                f"Pod {pod.key}: sub-group {pod.subgroup!r} is not a leaf of PodGroup {group.key}: not scheduled"
+            )
+            return
+        sub.pods.append(pod)
+
+    @staticmethod
+    def _preemptible(value: str, priority: int) -> bool:
+        if value == keys.PREEMPTIBLE:
+            return True
+        if value == keys.NON_PREEMPTIBLE:
+            return False
+        return priority < keys.NON_PREEMPTIBLE_PRIORITY_THRESHOLD
+
+    def _podgroup(self, obj: dict[str, Any], queues: dict[str, QueueInfo]) -> PodGroupInfo | None:
+        meta, spec = obj["metadata"], obj.get("spec") or {}
+        namespace = str(meta.get("namespace") or "default")
+        ok = True
+        min_member = spec.get("minMember", 1)
+        if min_member is None:
+            min_member = 1
+        if not isinstance(min_member, int) or isinstance(min_member, bool) or min_member < 0:
+            self._problem("PodGroup", obj, "spec.minMember", f"must be a whole number >= 1, got {min_member!r}")
+            ok = False
+        queue = str(spec.get("queue") or keys.DEFAULT_QUEUE)
+        if not self._check_queue("PodGroup", obj, "spec.queue", queue, queues):
+            ok = False
+        preemptibility = str(spec.get("preemptibility") or "")
+        if preemptibility not in ("", keys.PREEMPTIBLE, keys.NON_PREEMPTIBLE):
+            self._problem(
+                "PodGroup",
+                obj,
+                "spec.preemptibility",
+                f"must be preemptible or non-preemptible, got {preemptibility!r}",
+            )
+            ok = False
+        creation = self._timestamp("PodGroup", obj)
+        annotations = meta.get("annotations") or {}
+        stamps: dict[str, float | None] = {}
+        for key in (keys.LAST_START_TIMESTAMP_ANNOTATION, keys.STALE_TIMESTAMP_ANNOTATION):
+            stamps[key] = None
+            if annotations.get(key):
+                try:
+                    stamps[key] = parse_time(annotations[key])
+                except ValueError:
+                    self._problem(
+                        "PodGroup",
+                        obj,
+                        f"metadata.annotations[{key}]",
+                        f"is not an RFC 3339 timestamp: {annotations[key]!r}",
+                    )
+                    ok = False
+        subgroups = self._subgroups(obj, spec.get("subGroups"), max(int(min_member or 1), 1) if ok else 1)
+        topology = self._topology_constraint(spec.get("topologyConstraint"))
+        if not ok or subgroups is None or creation is None:
+            return None
+        class_name = str(spec.get("priorityClassName") or "")
+        priority = self._priority(class_name)
+        return PodGroupInfo(
+            namespace=namespace,
+            name=meta["name"],
+            uid=str(meta.get("uid") or f"{namespace}/{meta['name']}"),
+            queue=queue,
+            creation=creation,
+            priority=priority,
+            priority_class_name=class_name,
+            preemptible=self._preemptible(preemptibility, priority),
+            min_member=max(int(min_member), 1),
+            subgroups=subgroups,
+            topology=topology,
+            last_start=stamps[keys.LAST_START_TIMESTAMP_ANNOTATION],
+            stale_since=stamps[keys.STALE_TIMESTAMP_ANNOTATION],
+        )
+
+    @staticmethod
+    def _topology_constraint(raw: Any) -> TopologyConstraint | None:
+        if not isinstance(raw, dict) or not raw.get("topology"):
+            return None
+        return TopologyConstraint(
+            str(raw.get("topology") or ""),
+            str(raw.get("requiredTopologyLevel") or ""),
+            str(raw.get("preferredTopologyLevel") or ""),
+        )
+
+    def _subgroups(self, obj: dict[str, Any], raw: Any, min_member: int) -> dict[str, SubGroupInfo] | None:
+        if not raw:
+            return {DEFAULT_SUBGROUP: SubGroupInfo(DEFAULT_SUBGROUP, min_member)}
+        if not isinstance(raw, list):
+            self._problem("PodGroup", obj, "spec.subGroups", "must be a list")
+            return None
+        out: dict[str, SubGroupInfo] = {}
+        for index, item in enumerate(raw):
+            where = f"spec.subGroups[{index}]"
+            name = item.get("name") if isinstance(item, dict) else None
+            if not isinstance(name, str) or not name:
+                self._problem("PodGroup", obj, f"{where}.name", "is required")
+                return None
+            if name in out:
+                self._problem("PodGroup", obj, f"{where}.name", f"{name!r} is used twice")
+                return None
+            sub_min = item.get("minMember", 1)
+            if not isinstance(sub_min, int) or isinstance(sub_min, bool) or sub_min < 1:
+                self._problem("PodGroup", obj, f"{where}.minMember", f"must be a whole number >= 1, got {sub_min!r}")
+                return None
+            out[name] = SubGroupInfo(
+                name, sub_min, str(item.get("parent") or ""), self._topology_constraint(item.get("topologyConstraint"))
+            )
+        lowered = {n.lower(): n for n in out}
+        for name, sub in out.items():
+            if not sub.parent:
+                continue
+            parent = lowered.get(sub.parent.lower())
+            if parent is None:
+                self._problem(
+                    "PodGroup",
+                    obj,
+                    f"spec.subGroups[{name}].parent",
+                    f"names sub-group {sub.parent!r}, which does not exist",
+                )
+                return None
+            sub.parent = parent
+            out[parent].children.append(name)
+        for name in out:
+            seen, current = {name}, out[name].parent
+            while current:
+                if current in seen:
+                    self._problem("PodGroup", obj, "spec.subGroups", f"sub-group {name!r} is in a parent cycle")
+                    return None
+                seen.add(current)
+                current = out[current].parent
+        return out
+
+    def _pod(self, obj: dict[str, Any]) -> PodInfo | None:
+        meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
+        namespace = str(meta.get("namespace") or "default")
+        labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+        annotations = meta.get("annotations") or {}
+        requests = self._pod_requests(obj, spec)
+        gpu = self._gpu_request(obj, annotations, requests)
+        creation = self._timestamp("Pod", obj)
+        if requests is None or gpu is None or creation is None:
+            return None
+        pod_status = self._pod_status(obj, spec, status)
+        if pod_status is None:
+            return None
+        task_priority = None
+        if keys.TASK_PRIORITY_LABEL in labels:
+            try:
+                task_priority = int(labels[keys.TASK_PRIORITY_LABEL])
+            except ValueError:
+                task_priority = None  # unparsable loses to labelled pods, as in KAI
+        groups: list[str] = []
+        if labels.get(keys.GPU_GROUP_LABEL):
+            groups.append(labels[keys.GPU_GROUP_LABEL])
+        groups.extend(sorted(v for k, v in labels.items() if k.startswith(keys.MULTI_GPU_GROUP_LABEL_PREFIX)))
+        affinity = self._required_affinity(obj, spec)
+        if affinity is None:
+            return None
+        return PodInfo(
+            namespace=namespace,
+            name=meta["name"],
+            uid=str(meta.get("uid") or f"{namespace}/{meta['name']}"),
+            creation=creation,
+            requests=requests,
+            gpu=gpu,
+            status=pod_status,
+            node=str(spec.get("nodeName") or ""),
+            gpu_groups=tuple(dict.fromkeys(groups)),
+            scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
+            subgroup=labels.get(keys.SUBGROUP_LABEL, DEFAULT_SUBGROUP),
+            labels=labels,
+            task_priority=task_priority,
+            node_selector=tuple(sorted((str(k), str(v)) for k, v in (spec.get("nodeSelector") or {}).items())),
+            required_affinity=affinity,
+            tolerations=tuple(
+                Toleration(
+                    str(t.get("key") or ""),
+                    str(t.get("operator") or "Equal"),
+                    str(t.get("value") or ""),
+                    str(t.get("effect") or ""),
+                )
+                for t in spec.get("tolerations") or []
+                if isinstance(t, dict)
+            ),
+            priority_class_name=str(spec.get("priorityClassName") or ""),
+            raw=obj,
+        )
+
+    def _pod_status(self, obj: dict[str, Any], spec: dict[str, Any], status: dict[str, Any]) -> PodStatus | None:
+        phase = status.get("phase") or "Pending"
+        if phase == "Succeeded":
+            return PodStatus.SUCCEEDED
+        if phase == "Failed":
+            return PodStatus.FAILED
+        if phase not in ("Pending", "Running", "Unknown"):
+            self._problem("Pod", obj, "status.phase", f"is not a pod phase: {phase!r}")
+            return None
+        deleting = bool(obj["metadata"].get("deletionTimestamp"))
+        if spec.get("nodeName"):
+            return PodStatus.RELEASING if deleting else PodStatus.RUNNING
+        if deleting:
+            return PodStatus.SUCCEEDED  # never bound and going away: it takes nothing and needs nothing
+        if spec.get("schedulingGates"):
+            return PodStatus.GATED
+        return PodStatus.PENDING
+
+    def _pod_requests(self, obj: dict[str, Any], spec: dict[str, Any]) -> Resources | None:
+        """Effective request: max(sum of containers, largest init container) plus overhead (as kube-scheduler)."""
+        total: dict[str, float] = {}
+        init_max: dict[str, float] = {}
+        ok = True
+        for section, combine in (("containers", "sum"), ("initContainers", "max")):
+            for index, container in enumerate(spec.get(section) or []):
+                if not isinstance(container, dict):
+                    continue
+                res = container.get("resources") or {}
+                requests = dict(res.get("limits") or {})  # limits stand in for missing requests
+                requests.update(res.get("requests") or {})
+                parsed = self._resource_list("Pod", obj, f"spec.{section}[{index}].resources.requests", requests)
+                if parsed is None:
+                    ok = False
+                    continue
+                target = total if combine == "sum" else init_max
+                for name, amount in parsed.amounts.items():
+                    target[name] = (
+                        target.get(name, 0.0) + amount if combine == "sum" else max(target.get(name, 0.0), amount)
+                    )
+        if not ok:
+            return None
+        for name, amount in init_max.items():
+            total[name] = max(total.get(name, 0.0), amount)
+        overhead = self._resource_list("Pod", obj, "spec.overhead", spec.get("overhead"))
+        if overhead is None:
+            return None
+        for name, amount in overhead.amounts.items():
+            total[name] = total.get(name, 0.0) + amount
+        gpus = total.get(GPU, 0.0)
+        if gpus != math.floor(gpus):
+            self._problem("Pod", obj, f"resources {GPU}", f"must be a whole number of GPUs, got {gpus:g}")
+            return None
+        total[PODS] = 1.0
+        return Resources(total)
+
+    def _gpu_request(
+        self, obj: dict[str, Any], annotations: dict[str, Any], requests: Resources | None
+    ) -> GpuRequest | None:
+        if requests is None:
+            return None
+        fraction, memory, devices = 0.0, 0, 1
+        ok = True
+        raw = annotations.get(keys.GPU_FRACTION_ANNOTATION)
+        if raw is not None:
+            try:
+                fraction = float(raw)
+                if not 0 < fraction <= 1:
+                    raise ValueError
+            except (TypeError, ValueError):
+                self._problem(
+                    "Pod",
+                    obj,
+                    f"metadata.annotations[{keys.GPU_FRACTION_ANNOTATION}]",
+                    f"must be a number between 0 and 1, got {raw!r}",
+                )
+                ok = False
+        raw = annotations.get(keys.GPU_MEMORY_ANNOTATION)
+        if raw is not None:
+            try:
+                memory = int(str(raw))
+                if memory <= 0:
+                    raise ValueError
+            except ValueError:
+                self._problem(
+                    "Pod",
+                    obj,
+                    f"metadata.annotations[{keys.GPU_MEMORY_ANNOTATION}]",
+                    f"must be a positive whole number of MiB, got {raw!r}",
+                )
+                ok = False
+        raw = annotations.get(keys.GPU_FRACTION_NUM_DEVICES_ANNOTATION)
+        if raw is not None:
+            try:
+                devices = int(str(raw))
+                if devices <= 0:
+                    raise ValueError
+            except ValueError:
+                self._problem(
+                    "Pod",
+                    obj,
+                    f"metadata.annotations[{keys.GPU_FRACTION_NUM_DEVICES_ANNOTATION}]",
+                    f"must be a positive whole number, got {raw!r}",
+                )
+                ok = False
+        whole = int(requests.get(GPU))
+        if ok and (fraction or memory):
+            if whole:
+                self._problem(
+                    "Pod",
+                    obj,
+                    f"metadata.annotations[{keys.GPU_FRACTION_ANNOTATION if fraction else keys.GPU_MEMORY_ANNOTATION}]",
+                    f"cannot be combined with a request of {GPU}",
+                )
+                ok = False
+            if fraction and memory:
+                self._problem(
+                    "Pod",
+                    obj,
+                    f"metadata.annotations[{keys.GPU_MEMORY_ANNOTATION}]",
+                    f"cannot be combined with {keys.GPU_FRACTION_ANNOTATION}",
+                )
+                ok = False
+        elif ok and raw is not None:
+            self._problem(
+                "Pod",
+                obj,
+                f"metadata.annotations[{keys.GPU_FRACTION_NUM_DEVICES_ANNOTATION}]",
+                f"needs {keys.GPU_FRACTION_ANNOTATION} or {keys.GPU_MEMORY_ANNOTATION}",
+            )
+            ok = False
+        if not ok:
+            return None
+        mig = tuple(sorted((n, int(a)) for n, a in requests.amounts.items() if n.startswith(keys.MIG_RESOURCE_PREFIX)))
+        if fraction == 1.0:  # a whole device asked for as a fraction is a whole device
+            requests.amounts[GPU] = float(devices)
+            return GpuRequest(whole=devices, mig=mig)
+        return GpuRequest(
+            whole=whole,
+            fraction=fraction,
+            memory_mib=memory,
+            num_devices=devices if (fraction or memory) else 1,
+            mig=mig,
+        )
+
+    def _required_affinity(self, obj: dict[str, Any], spec: dict[str, Any]) -> tuple[NodeSelectorTerm, ...] | None:
+        node_affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+        required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+        if not required:
+            return ()
+        terms = []
+        where = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
+        for index, term in enumerate(required.get("nodeSelectorTerms") or []):
+            parsed: dict[str, list[SelectorRequirement]] = {"matchExpressions": [], "matchFields": []}
+            for section in parsed:
+                for expr in (term or {}).get(section) or []:
+                    op = expr.get("operator")
+                    if op not in ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"):
+                        self._problem("Pod", obj, f"{where}[{index}].{section}", f"has unknown operator {op!r}")
+                        return None
+                    parsed[section].append(
+                        SelectorRequirement(
+                            str(expr.get("key", "")), op, tuple(str(v) for v in expr.get("values") or [])
+                        )
+                    )
+            terms.append(NodeSelectorTerm(tuple(parsed["matchExpressions"]), tuple(parsed["matchFields"])))
+        return tuple(terms)
+
+
+def build_snapshot(
+    objects: Iterable[dict[str, Any]], now: float, scheduler_name: str = keys.SCHEDULER_NAME
+) -> BuildResult:
+    builder = SnapshotBuilder(now, scheduler_name)
+    builder.add(objects)
+    return builder.build()
