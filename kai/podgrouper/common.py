@@ -193,11 +193,12 @@ def segment_topology(ctx: GroupingContext, worker_template: Mapping[str, Any]) -
 
 
 def resolve_queue(ctx: GroupingContext, top_owner: KubeObject | None = None) -> str:
-    """Queue: top-owner label, pod label, `project` label (+`-<node-pool>`), namespace label, default."""
+    """Queue: label of the top owner, of the pod, of another owner (from the top down), then the `project`
+    label (+`-<node-pool>`), the namespace's label, and the default queue."""
     key = ctx.options.queue_label_key
     top = ctx.top_owner if top_owner is None else top_owner
     pod_labels = labels_of(ctx.pod)
-    for labels in (labels_of(top), pod_labels):
+    for labels in (labels_of(top), pod_labels, *(labels_of(o) for o in reversed(ctx.chain.owners))):
         if labels.get(key):
             return labels[key]
     project = labels_of(top).get(keys.PROJECT_LABEL) or pod_labels.get(keys.PROJECT_LABEL)
