@@ -76,9 +76,7 @@ def template_annotations(spec_with_template: Any) -> Mapping[str, str]:
     return nested(spec_with_template, "template", "metadata", "annotations") or {}
 
 
-def with_metadata(
-    obj: KubeObject, labels: Mapping[str, str], annotations: Mapping[str, str]
-) -> dict[str, Any]:
+def with_metadata(obj: KubeObject, labels: Mapping[str, str], annotations: Mapping[str, str]) -> dict[str, Any]:
     """A shallow copy of `obj` whose labels and annotations are replaced."""
     metadata = {**metadata_of(obj), "labels": dict(labels), "annotations": dict(annotations)}
     return {**obj, "metadata": metadata}
@@ -132,17 +130,13 @@ def owner_reference(obj: KubeObject) -> OwnerReference:
 
 
 _YAML_PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./-]*")
-_YAML_NUMBER_LIKE = re.compile(
-    r"[-+]?(\.?\d[\d_]*(\.\d*)?([eE][-+]?\d+)?|0[xXoObB][0-9A-Fa-f_]+|\.inf|\.nan)", re.I
-)
+_YAML_NUMBER_LIKE = re.compile(r"[-+]?(\.?\d[\d_]*(\.\d*)?([eE][-+]?\d+)?|0[xXoObB][0-9A-Fa-f_]+|\.inf|\.nan)", re.I)
 _YAML_RESERVED = {"true", "false", "yes", "no", "on", "off", "y", "n", "null", "~"}
 
 
 def _yaml_scalar(value: str) -> str:
     plain = (
-        _YAML_PLAIN.fullmatch(value)
-        and not _YAML_NUMBER_LIKE.fullmatch(value)
-        and value.lower() not in _YAML_RESERVED
+        _YAML_PLAIN.fullmatch(value) and not _YAML_NUMBER_LIKE.fullmatch(value) and value.lower() not in _YAML_RESERVED
     )
     return value if plain else json.dumps(value)
 
@@ -178,9 +172,9 @@ def worker_setting(ctx: GroupingContext, worker_template: Mapping[str, Any], key
 def segment_topology(ctx: GroupingContext, worker_template: Mapping[str, Any]) -> TopologyConstraint | None:
     """The constraint of each worker segment (PyTorchJob, LeaderWorkerSet): the topology from the pod, the
     worker template or the top owner; the levels from the `kai.scheduler/segment-topology-*` annotations."""
-    topology = worker_setting(ctx, worker_template, keys.TOPOLOGY_ANNOTATION) or annotations_of(
-        ctx.top_owner
-    ).get(keys.TOPOLOGY_ANNOTATION, "")
+    topology = worker_setting(ctx, worker_template, keys.TOPOLOGY_ANNOTATION) or annotations_of(ctx.top_owner).get(
+        keys.TOPOLOGY_ANNOTATION, ""
+    )
     required = worker_setting(ctx, worker_template, keys.SEGMENT_TOPOLOGY_REQUIRED_ANNOTATION)
     preferred = worker_setting(ctx, worker_template, keys.SEGMENT_TOPOLOGY_PREFERRED_ANNOTATION)
     if not topology or not (required or preferred):
@@ -238,9 +232,7 @@ def kind_defaults(ctx: GroupingContext, obj: KubeObject) -> tuple[str, str]:
     return priority, entry.preemptibility.lower()
 
 
-def resolve_priority_class(
-    ctx: GroupingContext, default: str, owners: Iterable[KubeObject] | None = None
-) -> Resolved:
+def resolve_priority_class(ctx: GroupingContext, default: str, owners: Iterable[KubeObject] | None = None) -> Resolved:
     """Priority class: `priorityClassName` label of the owners (direct owner first) or the pod, the pod's
     `spec.priorityClassName`, then the default-priorities table for an owner's kind, then `default`.
 

@@ -68,9 +68,7 @@ def group_cronjob(ctx: GroupingContext) -> PodGroupMetadata:
     """A CronJob's pods are grouped per Job run: the default grouping with the Job as top owner."""
     job_index = first_owner_of_kind(ctx.owners, "Job")
     if job_index is None:
-        raise GroupingError(
-            ctx.pod, "metadata.ownerReferences", "a CronJob's pod must be owned by one of its Jobs"
-        )
+        raise GroupingError(ctx.pod, "metadata.ownerReferences", "a CronJob's pod must be owned by one of its Jobs")
     return default_metadata(ctx.with_top_owner_at(job_index))
 
 

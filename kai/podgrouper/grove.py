@@ -81,9 +81,9 @@ def _sub_groups(gang: KubeObject, topology: str, pod: KubeObject) -> tuple[list[
             )
         )
         for reference in podgroup.get("podReferences") or []:
-            if reference.get("name") == name_of(pod) and reference.get(
-                "namespace", namespace_of(pod)
-            ) == namespace_of(pod):
+            if reference.get("name") == name_of(pod) and reference.get("namespace", namespace_of(pod)) == namespace_of(
+                pod
+            ):
                 pod_subgroup = name
     if not leaves:
         raise GroupingError(gang, "spec.podgroups", "is required and must not be empty")

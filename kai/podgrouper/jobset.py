@@ -27,9 +27,7 @@ def replicated_job_size(jobset: KubeObject, index: int, replicated_job: Mapping[
     where = f"spec.replicatedJobs[{index}]"
     replicas = optional_count(jobset, f"{where}.replicas", replicated_job.get("replicas"), default=1)
     job_spec = nested(replicated_job, "template", "spec") or {}
-    parallelism = optional_count(
-        jobset, f"{where}.template.spec.parallelism", job_spec.get("parallelism"), default=1
-    )
+    parallelism = optional_count(jobset, f"{where}.template.spec.parallelism", job_spec.get("parallelism"), default=1)
     completions = optional_count(
         jobset, f"{where}.template.spec.completions", job_spec.get("completions"), default=parallelism
     )
@@ -44,9 +42,7 @@ def group_jobset(ctx: GroupingContext) -> PodGroupMetadata:
         raise GroupingError(jobset, "spec.replicatedJobs", "is required and must not be empty")
     pod_rj = labels_of(ctx.pod).get(REPLICATED_JOB_NAME_LABEL)
     if not pod_rj:
-        raise GroupingError(
-            ctx.pod, f"metadata.labels[{REPLICATED_JOB_NAME_LABEL}]", "is required for a JobSet pod"
-        )
+        raise GroupingError(ctx.pod, f"metadata.labels[{REPLICATED_JOB_NAME_LABEL}]", "is required for a JobSet pod")
 
     metadata = default_metadata(ctx)
     sizes = {str(rj.get("name")): replicated_job_size(jobset, i, rj) for i, rj in enumerate(replicated_jobs)}

@@ -25,9 +25,7 @@ MIN_SCALE_ANNOTATION = "autoscaling.knative.dev/min-scale"
 def _revision(ctx: GroupingContext) -> KubeObject:
     revision_name = labels_of(ctx.pod).get(REVISION_LABEL)
     if not revision_name:
-        raise GroupingError(
-            ctx.pod, f"metadata.labels[{REVISION_LABEL}]", "is required for a Knative Service pod"
-        )
+        raise GroupingError(ctx.pod, f"metadata.labels[{REVISION_LABEL}]", "is required for a Knative Service pod")
     candidates = (*ctx.owners, ctx.chain.related.knative_revision)
     for obj in candidates:
         if obj and obj.get("kind") == "Revision" and name_of(obj) == revision_name:

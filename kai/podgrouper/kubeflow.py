@@ -76,9 +76,7 @@ def distributed_metadata(ctx: GroupingContext, key: str, required: tuple[str, ..
     return replace(default_metadata(ctx), min_member=total if min_available is None else min_available)
 
 
-def distributed_grouper(
-    key: str, required: tuple[str, ...] = ()
-) -> Callable[[GroupingContext], PodGroupMetadata]:
+def distributed_grouper(key: str, required: tuple[str, ...] = ()) -> Callable[[GroupingContext], PodGroupMetadata]:
     """A grouper for a training job kind with replica specs under `spec.<key>`."""
 
     def group(ctx: GroupingContext) -> PodGroupMetadata:

@@ -84,9 +84,7 @@ def _sub_groups(ctx: GroupingContext, size: int) -> tuple[list[SubGroup], int | 
         if size > 1:
             groups.append(SubGroup("workers", size - 1))
         return groups, None, LEADER_WORKER
-    policy = (
-        nested(lws, "spec", "leaderWorkerTemplate", "subGroupPolicy", "subGroupPolicyType") or LEADER_WORKER
-    )
+    policy = nested(lws, "spec", "leaderWorkerTemplate", "subGroupPolicy", "subGroupPolicyType") or LEADER_WORKER
     if policy not in (LEADER_WORKER, LEADER_EXCLUDED):
         field = "spec.leaderWorkerTemplate.subGroupPolicy.subGroupPolicyType"
         raise GroupingError(lws, field, f"must be {LEADER_WORKER} or {LEADER_EXCLUDED}, got {policy!r}")
@@ -101,14 +99,10 @@ def _sub_groups(ctx: GroupingContext, size: int) -> tuple[list[SubGroup], int | 
         leaf = _segment_of(worker_index, size, segment_size, policy)
         counts[leaf] = counts.get(leaf, 0) + 1
     if len(counts) > MAX_SEGMENTS:
-        raise GroupingError(
-            lws, "spec.leaderWorkerTemplate", f"{len(counts)} segments; at most {MAX_SEGMENTS}"
-        )
+        raise GroupingError(lws, "spec.leaderWorkerTemplate", f"{len(counts)} segments; at most {MAX_SEGMENTS}")
     worker_template = nested(lws, "spec", "leaderWorkerTemplate", "workerTemplate") or {}
     topology = segment_topology(ctx, worker_template)
-    groups = [
-        SubGroup(leaf, count, None, None if leaf == "leader" else topology) for leaf, count in counts.items()
-    ]
+    groups = [SubGroup(leaf, count, None, None if leaf == "leader" else topology) for leaf, count in counts.items()]
     return groups, segment_size, policy
 
 
@@ -124,16 +118,10 @@ def group_leaderworkerset(ctx: GroupingContext) -> PodGroupMetadata:
         minimum=1,
     )
     pod_size = annotations_of(ctx.pod).get(SIZE_ANNOTATION)
-    size = (
-        to_count(pod_size, ctx.pod, f"metadata.annotations[{SIZE_ANNOTATION}]", minimum=1)
-        if pod_size
-        else spec_size
-    )
+    size = to_count(pod_size, ctx.pod, f"metadata.annotations[{SIZE_ANNOTATION}]", minimum=1) if pod_size else spec_size
     policy = nested(lws, "spec", "startupPolicy") or LEADER_CREATED
     if policy not in (LEADER_CREATED, LEADER_READY):
-        raise GroupingError(
-            lws, "spec.startupPolicy", f"must be {LEADER_CREATED} or {LEADER_READY}, got {policy!r}"
-        )
+        raise GroupingError(lws, "spec.startupPolicy", f"must be {LEADER_CREATED} or {LEADER_READY}, got {policy!r}")
     index_field = f"metadata.labels[{WORKER_INDEX_LABEL}]"
     if WORKER_INDEX_LABEL not in pod_labels:
         raise GroupingError(ctx.pod, index_field, "is required for a LeaderWorkerSet pod")
@@ -156,6 +144,4 @@ def group_leaderworkerset(ctx: GroupingContext) -> PodGroupMetadata:
     group_index = pod_labels.get(GROUP_INDEX_LABEL, "")
     if group_index.isdigit():
         name = f"{name}-group-{int(group_index)}"
-    return replace(
-        metadata, name=name, min_member=min_member, sub_groups=tuple(sub_groups), pod_subgroup=pod_subgroup
-    )
+    return replace(metadata, name=name, min_member=min_member, sub_groups=tuple(sub_groups), pod_subgroup=pod_subgroup)

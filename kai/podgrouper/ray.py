@@ -28,9 +28,7 @@ NODE_GROUP_LABEL = "ray.io/group"
 PRIORITY_CLASS_LABEL = "ray.io/priority-class-name"
 
 
-def _template_topology(
-    owner: KubeObject, field: str, group_spec: Mapping[str, Any]
-) -> TopologyConstraint | None:
+def _template_topology(owner: KubeObject, field: str, group_spec: Mapping[str, Any]) -> TopologyConstraint | None:
     annotations = nested(group_spec, "template", "metadata", "annotations") or {}
     required = annotations.get(keys.TOPOLOGY_REQUIRED_ANNOTATION, "")
     preferred = annotations.get(keys.TOPOLOGY_PREFERRED_ANNOTATION, "")
@@ -60,23 +58,15 @@ def cluster_gang(cluster: KubeObject) -> tuple[int, tuple[SubGroup, ...]]:
         if group_spec.get("suspended"):
             continue
         replicas = optional_count(cluster, f"{field}.replicas", group_spec.get("replicas"), default=0)
-        min_replicas = optional_count(
-            cluster, f"{field}.minReplicas", group_spec.get("minReplicas"), default=0
-        )
+        min_replicas = optional_count(cluster, f"{field}.minReplicas", group_spec.get("minReplicas"), default=0)
         if min_replicas > replicas:
-            raise GroupingError(
-                cluster, f"{field}.minReplicas", f"{min_replicas} is more than replicas ({replicas})"
-            )
+            raise GroupingError(cluster, f"{field}.minReplicas", f"{min_replicas} is more than replicas ({replicas})")
         if replicas == 0:
             continue
-        hosts = optional_count(
-            cluster, f"{field}.numOfHosts", group_spec.get("numOfHosts"), default=1, minimum=1
-        )
+        hosts = optional_count(cluster, f"{field}.numOfHosts", group_spec.get("numOfHosts"), default=1, minimum=1)
         name = group_spec.get("groupName") or f"worker-group-{index}"
         groups.append(
-            SubGroup(
-                name, (min_replicas or replicas) * hosts, None, _template_topology(cluster, field, group_spec)
-            )
+            SubGroup(name, (min_replicas or replicas) * hosts, None, _template_topology(cluster, field, group_spec))
         )
     return sum(group.min_member or 0 for group in groups), tuple(groups)
 
@@ -84,11 +74,7 @@ def cluster_gang(cluster: KubeObject) -> tuple[int, tuple[SubGroup, ...]]:
 def _find_cluster(ctx: GroupingContext, cluster_name: str) -> KubeObject | None:
     candidates = (*ctx.owners, ctx.chain.related.ray_cluster)
     return next(
-        (
-            obj
-            for obj in candidates
-            if obj and obj.get("kind") == "RayCluster" and name_of(obj) == cluster_name
-        ),
+        (obj for obj in candidates if obj and obj.get("kind") == "RayCluster" and name_of(obj) == cluster_name),
         None,
     )
 
@@ -110,9 +96,7 @@ def _ray_metadata(ctx: GroupingContext, cluster: KubeObject) -> PodGroupMetadata
             "the pod is in no sub-group and will not be scheduled",
         )
         group = None
-    return replace(
-        metadata, min_member=min_member, sub_groups=sub_groups, pod_subgroup=group, warnings=warnings
-    )
+    return replace(metadata, min_member=min_member, sub_groups=sub_groups, pod_subgroup=group, warnings=warnings)
 
 
 def _cluster_named_in_status(ctx: GroupingContext, *paths: tuple[str, ...]) -> KubeObject:
@@ -122,13 +106,9 @@ def _cluster_named_in_status(ctx: GroupingContext, *paths: tuple[str, ...]) -> K
         if cluster_name:
             cluster = _find_cluster(ctx, cluster_name)
             if cluster is None:
-                raise GroupingError(
-                    owner, ".".join(path), f"names RayCluster {cluster_name!r}, which was not provided"
-                )
+                raise GroupingError(owner, ".".join(path), f"names RayCluster {cluster_name!r}, which was not provided")
             return cluster
-    raise GroupingError(
-        owner, ".".join(paths[0]), "is empty: the ray operator has not created the RayCluster yet"
-    )
+    raise GroupingError(owner, ".".join(paths[0]), "is empty: the ray operator has not created the RayCluster yet")
 
 
 def group_raycluster(ctx: GroupingContext) -> PodGroupMetadata:

@@ -110,9 +110,7 @@ def check_owner_chain(chain: OwnerChain) -> None:
         references = metadata_of(child).get("ownerReferences") or []
         field = "metadata.ownerReferences"
         if child is not chain.pod and len(references) > 1:
-            raise GroupingError(
-                child, field, f"has {len(references)} owners; the podgrouper follows a single owner"
-            )
+            raise GroupingError(child, field, f"has {len(references)} owners; the podgrouper follows a single owner")
         if not references:
             raise GroupingError(
                 child, field, f"is empty, yet {owner.get('kind')} {name_of(owner)} was given as its owner"

@@ -29,9 +29,7 @@ def group_amljob(ctx: GroupingContext) -> PodGroupMetadata:
     """AmlJob (`amlarc.azureml.com`): minMember from `spec.job.options.envs.AZUREML_NODE_COUNT`."""
     job = ctx.top_owner
     field = "spec.job.options.envs.AZUREML_NODE_COUNT"
-    count = to_count(
-        nested(job, "spec", "job", "options", "envs", "AZUREML_NODE_COUNT"), job, field, minimum=1
-    )
+    count = to_count(nested(job, "spec", "job", "options", "envs", "AZUREML_NODE_COUNT"), job, field, minimum=1)
     return replace(default_metadata(ctx), min_member=count)
 
 

@@ -99,11 +99,3 @@ def pod_from_template(
         "spec": copy.deepcopy(dict(template["spec"])),
         "status": {"phase": "Pending"},
     }
-
-
-def top_owner_yaml(obj: Mapping[str, Any]) -> str:
-    """The expected `kai.scheduler/top-owner-metadata` annotation, written out by hand."""
-    api_version = obj["apiVersion"]
-    group, version = api_version.split("/") if "/" in api_version else ('""', api_version)
-    metadata = obj["metadata"]
-    return f"name: {metadata['name']}\nuid: {metadata['uid']}\ngroup: {group}\nversion: {version}\nkind: {obj['kind']}\n"

@@ -21,8 +21,13 @@ def test_batch_job_example_is_one_podgroup_of_independent_pods() -> None:
     job = admitted(only("docs__batch__batch-job.yaml"), "0b7c9a10-0000-4000-8000-000000000001")
     template = job["spec"]["template"]
     pods = [
-        pod_from_template(job, template, f"batch-job-{suffix}", f"0b7c9a10-0000-4000-8000-00000000010{i}",
-                          {"job-name": "batch-job", "batch.kubernetes.io/job-name": "batch-job"})
+        pod_from_template(
+            job,
+            template,
+            f"batch-job-{suffix}",
+            f"0b7c9a10-0000-4000-8000-00000000010{i}",
+            {"job-name": "batch-job", "batch.kubernetes.io/job-name": "batch-job"},
+        )
         for i, suffix in enumerate(["2xk8f", "m9q4t"])
     ]
 
@@ -110,11 +115,16 @@ def test_ray_job_example_gangs_the_head_and_min_replicas_workers() -> None:
         "spec": ray_job["spec"]["rayClusterSpec"],
     }
     head = pod_from_template(
-        cluster, cluster["spec"]["headGroupSpec"]["template"], f"{cluster_name}-head", "3e0f2d43-0000-4000-8000-000000000003",
+        cluster,
+        cluster["spec"]["headGroupSpec"]["template"],
+        f"{cluster_name}-head",
+        "3e0f2d43-0000-4000-8000-000000000003",
         {"ray.io/cluster": cluster_name, "ray.io/group": "headgroup", "ray.io/node-type": "head"},
     )
     worker = pod_from_template(
-        cluster, cluster["spec"]["workerGroupSpecs"][0]["template"], f"{cluster_name}-gpu-workers-worker-7v2lq",
+        cluster,
+        cluster["spec"]["workerGroupSpecs"][0]["template"],
+        f"{cluster_name}-gpu-workers-worker-7v2lq",
         "3e0f2d43-0000-4000-8000-000000000004",
         {"ray.io/cluster": cluster_name, "ray.io/group": "gpu-workers", "ray.io/node-type": "worker"},
     )
@@ -194,8 +204,9 @@ def test_deployment_built_from_the_gpu_pod_example_groups_each_replica() -> None
         },
         "6b3c5076-0000-4000-8000-000000000002",
     )
-    pod = pod_from_template(replica_set, deployment["spec"]["template"], "gpu-service-7f9c-abcde",
-                            "6b3c5076-0000-4000-8000-000000000003")
+    pod = pod_from_template(
+        replica_set, deployment["spec"]["template"], "gpu-service-7f9c-abcde", "6b3c5076-0000-4000-8000-000000000003"
+    )
 
     metadata = group_pod(OwnerChain(pod, [replica_set, deployment]))
 
