@@ -212,7 +212,7 @@ def _run_go(args: list[str], cwd: Path, label: str, timeout: float) -> str:
 
 
 def _staging_replacements(k8s_version: str, workdir: Path) -> list[str]:
-    """``replace`` lines mapping every ``k8s.io/<x> v0.0.0`` requirement of Kubernetes to v0.<minor>.<patch>."""
+    """``replace`` lines: each ``k8s.io/<x> v0.0.0`` requirement of kubernetes to v0.<minor>.<patch>."""
     out = _run_go(["mod", "download", "-json", f"k8s.io/kubernetes@{k8s_version}"], workdir,
                   "download k8s.io/kubernetes", timeout=1200)
     start = out.find("{")
@@ -250,7 +250,8 @@ def _build(component: Component, root: Path) -> Path:
                  component.package], work, f"{component.name} build", timeout=3600)
     else:
         _log(f"{component.name}: go install {component.package}@{component.version}")
-        _run_go(["install", "-v", "-trimpath", "-ldflags", ldflags, f"{component.package}@{component.version}"],
+        target_ref = f"{component.package}@{component.version}"
+        _run_go(["install", "-v", "-trimpath", "-ldflags", ldflags, target_ref],
                 work, f"{component.name} install", timeout=3600)
     built = work / component.name
     if not built.exists():
@@ -307,7 +308,9 @@ def _status(root: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kai.devcluster.build", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m kai.devcluster.build", description=(__doc__ or "").split("\n")[0]
+    )
     parser.add_argument("--for-tests", action="store_true",
                         help="exit 0 even when the build fails, recording the error for the live tests")
     parser.add_argument("--status", action="store_true", help="print what is cached and exit")

@@ -20,11 +20,15 @@ import typer
 from kai.devcluster import build
 from kai.devcluster.controlplane import ControlPlane, ControlPlaneError, stop_process_group
 
-app = typer.Typer(help="A throw-away control plane (etcd, kube-apiserver, KWOK GPU nodes).", no_args_is_help=True)
+app = typer.Typer(
+    help="A throw-away control plane (etcd, kube-apiserver, KWOK GPU nodes).", no_args_is_help=True
+)
 
 DEFAULT_DIR = Path(os.environ.get("KAI_DEV_CLUSTER_DIR", "/dev/shm/kai-dev-cluster"))
 
-DirOption = Annotated[Path, typer.Option("--dir", help="Folder of the dev cluster's state, certificates and data.")]
+DirOption = Annotated[
+    Path, typer.Option("--dir", help="Folder of the dev cluster's state, certificates and data.")
+]
 
 
 def _fail(message: str) -> None:
@@ -82,7 +86,9 @@ def up(
     try:
         cp.start()
         if nodes > 0:
-            spec = GpuNodeSpec(gpus=gpus, gpu_product=gpu_product, gpu_memory_mib=gpu_memory, cpu=cpu, memory=memory)
+            spec = GpuNodeSpec(
+                gpus=gpus, gpu_product=gpu_product, gpu_memory_mib=gpu_memory, cpu=cpu, memory=memory
+            )
             names = create_gpu_nodes(cp.api_client(), nodes, spec, timeout=60)
             typer.echo(f"  {len(names)} fake GPU nodes Ready ({gpus} x {gpu_product} each)")
     except (ControlPlaneError, TimeoutError, OSError) as exc:

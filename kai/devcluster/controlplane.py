@@ -316,7 +316,9 @@ class ControlPlane:
             f"--client-ca-file={p.ca_cert}",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--authorization-mode=RBAC",
-            "--disable-admission-plugins=ServiceAccount",
+            # No kube-controller-manager runs here: nothing would ever lift the not-ready taint
+            # that TaintNodesByCondition puts on every new node, nor create service accounts.
+            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-account-key-file={p.sa_public_key}",
             f"--service-account-signing-key-file={p.sa_private_key}",
@@ -333,7 +335,7 @@ class ControlPlane:
 
         self._wait(proc, "kube-apiserver /readyz", ready, deadline)
         core = k8s.CoreV1Api(self.api_client())
-        self._wait(proc, "the default namespace", lambda: core.read_namespace("default") is not None, deadline)
+        self._wait(proc, "the default namespace", lambda: bool(core.read_namespace("default")), deadline)
         self.log(f"kube-apiserver ready on {self.server}")
 
     def install_crds(self, deadline: float | None = None) -> list[str]:
@@ -373,12 +375,11 @@ class ControlPlane:
             version = next(v["name"] for v in spec["versions"] if v.get("served", True))
 
             def served(spec: dict[str, Any] = spec, version: str = version) -> bool:
+                group, plural = spec["group"], spec["names"]["plural"]
                 if spec["scope"] == "Cluster":
-                    custom.list_cluster_custom_object(spec["group"], version, spec["names"]["plural"], limit=1)
+                    custom.list_cluster_custom_object(group, version, plural, limit=1)
                 else:
-                    custom.list_namespaced_custom_object(
-                        spec["group"], version, "default", spec["names"]["plural"], limit=1
-                    )
+                    custom.list_namespaced_custom_object(group, version, "default", plural, limit=1)
                 return True
 
             self._wait(apiserver, f"CRD {name} to be served", served, deadline)

@@ -147,7 +147,9 @@ def write_kubeconfig(path: Path, server: str, pki: Pki, context: str = "kai-dev"
     config = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": context, "cluster": {"server": server, "certificate-authority": str(pki.ca_cert)}}],
+        "clusters": [
+            {"name": context, "cluster": {"server": server, "certificate-authority": str(pki.ca_cert)}}
+        ],
         "users": [{
             "name": "kai-admin",
             "user": {"client-certificate": str(pki.admin_cert), "client-key": str(pki.admin_key)},
