@@ -180,7 +180,3 @@ class GroupingContext:
     @property
     def top_owner(self) -> KubeObject:
         return self.owners[-1]
-
-    def with_top_owner_at(self, index: int) -> GroupingContext:
-        """The same context with `owners[index]` as the top owner (owners above it dropped)."""
-        return replace(self, owners=self.owners[: index + 1])

@@ -65,11 +65,14 @@ def group_batch_job(ctx: GroupingContext) -> PodGroupMetadata:
 
 
 def group_cronjob(ctx: GroupingContext) -> PodGroupMetadata:
-    """A CronJob's pods are grouped per Job run: the default grouping with the Job as top owner."""
+    """A CronJob's pods are grouped per Job run: the default grouping with the Job as top owner.
+
+    Labels of the CronJob still count for the queue, priority class and preemptibility.
+    """
     job_index = first_owner_of_kind(ctx.owners, "Job")
     if job_index is None:
         raise GroupingError(ctx.pod, "metadata.ownerReferences", "a CronJob's pod must be owned by one of its Jobs")
-    return default_metadata(ctx.with_top_owner_at(job_index))
+    return default_metadata(ctx, top_owner=ctx.owners[job_index])
 
 
 def group_deployment(ctx: GroupingContext) -> PodGroupMetadata:
