@@ -71,11 +71,6 @@ def nested(obj: Any, *path: str | int) -> Any:
     return current
 
 
-def template_annotations(spec_with_template: Any) -> Mapping[str, str]:
-    """`template.metadata.annotations` of a replica spec / worker group / replicated job."""
-    return nested(spec_with_template, "template", "metadata", "annotations") or {}
-
-
 def with_metadata(obj: KubeObject, labels: Mapping[str, str], annotations: Mapping[str, str]) -> dict[str, Any]:
     """A shallow copy of `obj` whose labels and annotations are replaced."""
     metadata = {**metadata_of(obj), "labels": dict(labels), "annotations": dict(annotations)}

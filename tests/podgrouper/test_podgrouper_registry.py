@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import ast
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 from podgrouper_fixtures import owner_ref
 
+import kai.podgrouper
 from kai.podgrouper import (
     SKIP_TOP_OWNER,
     Grouper,
@@ -170,3 +173,17 @@ def test_error_message_names_object_and_field() -> None:
 
     assert str(error) == "TFJob ml/mnist: spec.x: is wrong"
     assert error.object_ref == "TFJob ml/mnist"
+
+
+def test_grouping_rules_import_only_the_standard_library_and_kai_api() -> None:
+    allowed_stdlib = {"__future__", "collections", "dataclasses", "functools", "json", "re", "typing"}
+    for path in Path(kai.podgrouper.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                modules = [node.module or ""]
+            else:
+                continue
+            for module in modules:
+                assert module.split(".")[0] in allowed_stdlib or module.startswith("kai.api"), (path.name, module)
