@@ -50,24 +50,13 @@ def annotations_of(obj: KubeObject) -> Mapping[str, str]:
     return metadata_of(obj).get("annotations") or {}
 
 
-def nested(obj: Any, *path: str | int) -> Any:
-    """The value at `path` inside nested dicts and lists, or None when any step is missing."""
+def nested(obj: Any, *path: str) -> Any:
+    """The value at `path` inside nested dicts, or None when any step is missing."""
     current = obj
     for step in path:
-        if isinstance(step, int):
-            if (
-                not isinstance(current, Sequence)
-                or isinstance(current, str)
-                or not -len(current) <= step < len(current)
-            ):
-                return None
-            current = current[step]
-        else:
-            if not isinstance(current, Mapping):
-                return None
-            current = current.get(step)
-        if current is None:
+        if not isinstance(current, Mapping):
             return None
+        current = current.get(step)
     return current
 
 
