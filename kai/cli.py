@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 import yaml
 from rich.console import Console
+from rich.markup import escape
 
 from kai.api.errors import InvalidInput, Problem
 from kai.api.timeutil import parse_time
@@ -34,7 +35,7 @@ class Output(StrEnum):
 
 def _fail(lines: list[str], code: int = 1) -> typer.Exit:
     for line in lines:
-        err.print(f"[red]error:[/] {line}", markup=True, soft_wrap=True)
+        err.print(f"[red]error:[/] {escape(line)}", soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -52,7 +53,7 @@ def _load_config(path: Path | None) -> object:
             raise InvalidInput([Problem(f"file {path}", "", f"is not valid YAML: {e}")]) from e
     config, problems, warnings = parse_config(raw, known_actions(), f"config {path}")
     for warning in warnings:
-        err.print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
+        err.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
     if problems:
         raise ConfigError(problems)
     return config
@@ -80,7 +81,7 @@ def simulate(
         cfg = _load_config(config)
         snapshot = load_snapshot(list(files), moment, cfg.params.scheduler_name)  # type: ignore[attr-defined]
         for warning in snapshot.warnings:
-            err.print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
+            err.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
         result = run(snapshot, cfg, rounds)  # type: ignore[arg-type]
     except (InvalidInput, ConfigError) as problem:
         raise _fail([str(p) for p in problem.problems]) from None
@@ -101,7 +102,7 @@ def main() -> None:
     except Exception as exc:
         if os.environ.get("KAI_DEBUG"):
             raise
-        err.print(f"[red]error:[/] internal error: {type(exc).__name__}: {exc} (set KAI_DEBUG=1 for details)")
+        err.print(f"[red]error:[/] internal error: {type(exc).__name__}: {escape(str(exc))} (KAI_DEBUG=1 shows more)")
         sys.exit(70)
 
 

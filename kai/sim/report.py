@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from kai.sim.simulate import SimulationResult, to_json_dict
@@ -57,7 +58,7 @@ def render_table(result: SimulationResult, console: Console) -> None:
     for name, depth in _queue_rows(data["queues"], parents):
         q = data["queues"][name]
         queues.add_row(
-            "  " * depth + name,
+            "  " * depth + escape(name),
             _num(q["deserved"]["gpu"]),
             _num(q["fairShare"]["gpu"]),
             _num(q["allocated"]["gpu"]),
@@ -80,11 +81,11 @@ def render_table(result: SimulationResult, console: Console) -> None:
     style = {"Running": "green", "Pending": "yellow", "Releasing": "magenta"}
     for key, pg in sorted(data["podGroups"].items(), key=lambda kv: (kv[1]["queue"], kv[0])):
         groups.add_row(
-            key,
-            pg["queue"],
+            escape(key),
+            escape(pg["queue"]),
             f"[{style.get(pg['status'], 'white')}]{pg['status']}[/]",
             f"{running.get(key, 0)}/{total.get(key, 0)}",
-            pg["message"],
+            escape(pg["message"]),
         )
     console.print(groups)
 
@@ -95,4 +96,4 @@ def render_table(result: SimulationResult, console: Console) -> None:
         )
         for ev in rnd["evicted"]:
             by = f" for {ev['by']}" if ev["by"] else ""
-            console.print(f"  evicted {ev['pod']} from {ev['node']} by {ev['action']}{by}")
+            console.print(escape(f"  evicted {ev['pod']} from {ev['node']} by {ev['action']}{by}"))

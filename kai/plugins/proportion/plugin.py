@@ -15,6 +15,7 @@ from kai.framework.session import Session
 from kai.framework.status import SUCCESS, Status, unschedulable
 from kai.model import ALLOCATED, CPU, GPU, MEMORY, PodGroupInfo, PodInfo, PodStatus, QueueInfo
 from kai.plugins.proportion.fairshare import ShareRequest, divide
+from kai.plugins.proportion.reclaim import ReclaimRules
 
 RESOURCES = (GPU, CPU, MEMORY)  # the column order of every queue vector below
 LABELS = ("GPUs", "CPU millicores", "MB of memory")
@@ -50,6 +51,7 @@ def _fmt(col: int, amount: float) -> str:
 @dataclass
 class ProportionPlugin:
     k_value: float = 1.0
+    saturation_multiplier: float = 1.0  # relcaimerSaturationMultiplier (reclaim's saturation-ratio rule)
     name: str = "proportion"
     attrs: dict[str, QueueAttrs] = field(default_factory=dict)
 
@@ -75,7 +77,7 @@ class ProportionPlugin:
                 vec = self.queue_vector(pod)
                 if pod.status in ALLOCATED:
                     self._add(job, vec, self._path(job.queue))
-                elif pod.status is PodStatus.PENDING:
+                if pod.status in ALLOCATED or pod.status is PodStatus.PENDING:  # request = allocated + pending
                     for attrs in self._path(job.queue):
                         attrs.request += vec
         self._divide()
@@ -86,6 +88,7 @@ class ProportionPlugin:
         hooks.job_capacity.append(self.check_capacity)
         hooks.on_allocate.append(lambda task: self._on_change(task, +1.0))
         hooks.on_deallocate.append(lambda task: self._on_change(task, -1.0))
+        ReclaimRules(self, self.saturation_multiplier, ssn).register()
 
     @staticmethod
     def _total(ssn: Session) -> np.ndarray:
@@ -170,6 +173,8 @@ class ProportionPlugin:
                         a.queue.priority,
                         float(a.request[col]),
                         a.queue.creation,
+                        # time-based fair share: historical usage, a fraction of capacity (0 without it)
+                        self.ssn.snapshot.queue_usage.get(name, {}).get(RESOURCES[col], 0.0),
                     )
                 )
             shares = divide(float(amount[col]), requests, self.k_value)
@@ -278,6 +283,25 @@ class ProportionPlugin:
     def fair_share(self, queue: str) -> dict[str, float]:
         return dict(zip(RESOURCES, self.attrs[queue].fair_share.tolist(), strict=True))
 
+    def describe_queue(self, queue: str) -> str:
+        """`queue q (quota ..., fair share ..., allocated ...)` in GPUs, and CPU/memory where they are bounded."""
+        attrs = self.attrs.get(queue)
+        if attrs is None:
+            return f"queue {queue}"
+
+        def amount(col: int, value: float) -> str:
+            return "unlimited" if value < 0 else _fmt(col, value)
+
+        parts = []
+        for col in range(3):
+            if col and attrs.deserved[col] < 0 and attrs.allocated[col] <= attrs.fair_share[col] + 1e-9:
+                continue  # unbounded and not contested: not worth a word
+            parts.append(
+                f"quota {amount(col, attrs.deserved[col])}, fair share {_fmt(col, attrs.fair_share[col])}, "
+                f"allocated {_fmt(col, attrs.allocated[col])}"
+            )
+        return f"queue {queue} ({'; '.join(parts)})"
+
     def report(self) -> dict[str, QueueReport]:
         def units(vec: np.ndarray) -> dict[str, float]:
             return {
@@ -301,7 +325,16 @@ def _factory(args: dict[str, str]) -> ProportionPlugin:
         k_value = float(raw)
     except ValueError as err:
         raise ValueError(f"proportion: kValue must be a number, got {raw!r}") from err
-    return ProportionPlugin(k_value=max(k_value, 0.0))
+    multiplier = 1.0
+    for key in ("relcaimerSaturationMultiplier", "reclaimerUtilizationMultiplier"):  # KAI's spelling, the docs'
+        if key in args:
+            try:
+                multiplier = float(args[key])
+            except ValueError as err:
+                raise ValueError(f"proportion: {key} must be a number, got {args[key]!r}") from err
+            if multiplier <= 0:
+                raise ValueError(f"proportion: {key} must be positive, got {args[key]!r}")
+    return ProportionPlugin(k_value=max(k_value, 0.0), saturation_multiplier=multiplier)
 
 
 register_plugin("proportion")(_factory)
