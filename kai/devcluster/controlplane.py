@@ -170,22 +170,31 @@ class ControlPlane:
         deadline = time.monotonic() + timeout
         try:
             self.pki = pki.generate(self.workdir / "pki", service_ip=SERVICE_IP)
-            self._start_etcd(bins["etcd"], deadline)
-            self._start_apiserver(bins["kube-apiserver"], deadline)
-            self.install_crds(deadline)
-            if self.kwok:
-                self._start_kwok(bins["kwok"], deadline)
+            for attempt in range(3):
+                try:
+                    self._start_processes(bins, deadline)
+                    break
+                except ControlPlaneError as exc:
+                    # A free port taken by someone else between probing and binding: try new ports.
+                    if "address already in use" not in str(exc) or attempt == 2:
+                        raise
+                    self.log(f"port clash, retrying: {str(exc).splitlines()[0]}")
+                    self._stop_processes()
+                    shutil.rmtree(self.workdir / "etcd-data", ignore_errors=True)
         except BaseException:
             self.stop()
             raise
         self.write_state()
         return self
 
-    def stop(self) -> None:
-        """Stop every process started here (KWOK, then the API server, then etcd) and clean up."""
-        if self._stopped:
-            return
-        self._stopped = True
+    def _start_processes(self, bins: dict[str, Path], deadline: float) -> None:
+        self._start_etcd(bins["etcd"], deadline)
+        self._start_apiserver(bins["kube-apiserver"], deadline)
+        self.install_crds(deadline)
+        if self.kwok:
+            self._start_kwok(bins["kwok"], deadline)
+
+    def _stop_processes(self) -> None:
         for name in ("kwok", "kube-apiserver", "etcd"):
             proc = self.processes.get(name)
             if proc is not None:
@@ -193,6 +202,13 @@ class ControlPlane:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.popen.wait(timeout=5)
         self.processes.clear()
+
+    def stop(self) -> None:
+        """Stop every process started here (KWOK, then the API server, then etcd) and clean up."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self._stop_processes()
         with contextlib.suppress(Exception):
             atexit.unregister(self.stop)
         if self._own_workdir and self.workdir is not None:
