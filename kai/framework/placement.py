@@ -50,6 +50,10 @@ def find_node(ssn: Session, task: PodInfo, allow_pipeline: bool = True) -> Place
     idle = nodes.idle[:, columns]
     fits_idle = (idle >= need).all(axis=1)
     fits_future = (idle + nodes.releasing[:, columns] >= need).all(axis=1) if allow_pipeline else fits_idle
+    if task.gpu.is_shared:
+        shared_now, shared_later = ssn.gpus.fit(task)
+        fits_idle = fits_idle & shared_now
+        fits_future = fits_future & (shared_later if allow_pipeline else shared_now)
     candidates = np.flatnonzero(mask & fits_future)
     if candidates.size == 0:
         return None
@@ -87,6 +91,12 @@ def explain_no_node(ssn: Session, task: PodInfo) -> str:
         short = remaining & (future[:, col] < vec[col] - EPS)
         if short.any():
             reasons[f"node(s) had insufficient {_resource_label(ssn.space.names[col])}"] += int(short.sum())
+    if task.gpu.is_shared:
+        _, later = ssn.gpus.fit(task)
+        short = remaining & ~later
+        if short.any():
+            what = "GPU memory" if task.gpu.memory_mib else "GPU"
+            reasons[f"node(s) had no {what} with room for the shared request"] += int(short.sum())
     parts = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items(), key=lambda r: (-r[1], r[0])))
     return f"0/{total} nodes are available: {parts}." if parts else f"0/{total} nodes are available."
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from kai.framework.config import SchedulerConfig
 from kai.framework.decisions import Decisions
+from kai.framework.gpushare import GpuCandidate, SharedGpus
 from kai.framework.status import SUCCESS, Status
 from kai.model import (
     GPU,
@@ -74,6 +75,8 @@ class QueueAccounting(Protocol):
 
     def report(self) -> dict[str, Any]: ...
 
+    def describe_queue(self, queue: str) -> str: ...
+
 
 NodeFilter = Callable[[PodInfo], "np.ndarray | None"]
 NodeScorer = Callable[[PlacementContext], "np.ndarray | float"]
@@ -99,6 +102,20 @@ class Hooks:
     on_allocate: list[Callable[[PodInfo], None]] = field(default_factory=list)
     on_deallocate: list[Callable[[PodInfo], None]] = field(default_factory=list)
     on_close: list[Callable[[Session], None]] = field(default_factory=list)
+    # gpu_order: which GPU of a node a shared-GPU pod takes first (smaller key first): gpupack / gpuspread.
+    gpu_order: list[Callable[[GpuCandidate], Any]] = field(default_factory=list)
+    # Evicting actions (consolidation, reclaim, preempt). Each gets the action's name first.
+    # preemptor_checks: may this pending job evict at all (e.g. CanReclaimResources)?
+    preemptor_checks: list[Callable[[str, PodGroupInfo, list[PodInfo]], Status]] = field(default_factory=list)
+    # victim_queue_filters: may this leaf queue give up victims to that preemptor at all (fairness)?
+    victim_queue_filters: list[Callable[[str, PodGroupInfo, str], bool]] = field(default_factory=list)
+    # victim_filters: may this running job be a victim of that preemptor (min-runtime)?
+    victim_filters: list[Callable[[str, PodGroupInfo, PodGroupInfo], bool]] = field(default_factory=list)
+    # scenario_validators: is this simulated set of evictions + placements acceptable (kai.framework.victims)?
+    scenario_validators: list[Callable[[str, Any], Status]] = field(default_factory=list)
+    # victim_queue_order: which leaf queue gives up a victim first (smaller key first), given the pods
+    # already picked from it as victims for the current preemptor.
+    victim_queue_order: list[Callable[[QueueInfo, list[PodInfo]], Any]] = field(default_factory=list)
 
 
 class Session:
@@ -120,13 +137,18 @@ class Session:
         self.accounting: QueueAccounting | None = None
         self.decisions = Decisions()
         self.fit_errors: dict[str, Status] = {}
+        self.evicted_gpus: dict[str, float] = {}  # per victim leaf queue, this cycle (disruption budget)
         self._vectors: dict[int, np.ndarray] = {}
         self.min_gpu_memory_mib = min((n.gpu_memory_mib for n in snapshot.nodes if n.gpu_memory_mib), default=0)
+        self.gpus = SharedGpus(snapshot, self.nodes.index, self.nodes.idle, self.nodes.releasing, self.nodes.gpu_col)
         for pod in snapshot.foreign_pods:
             self._hold(pod)
         for job in self.jobs.values():
             for pod in job.pods:
                 self._hold(pod)
+                if pod.gpu.is_shared and pod.status in HOLDS_NODE:
+                    self.gpus.hold(pod)
+        self.gpus.finish_loading()
 
     def _hold(self, pod: PodInfo) -> None:
         """Account a pod that already sits on a node in the snapshot."""
@@ -161,6 +183,9 @@ class Session:
     def job_key(self, job: PodGroupInfo) -> tuple[Any, ...]:
         return (*(fn(job) for fn in self.hooks.job_order), job.creation, job.uid)
 
+    def gpu_key(self, candidate: GpuCandidate) -> tuple[Any, ...]:
+        return tuple(fn(candidate) for fn in self.hooks.gpu_order)
+
     def task_key(self, task: PodInfo) -> tuple[Any, ...]:
         return (*(fn(task) for fn in self.hooks.task_order), task.creation, task.uid)
 
@@ -177,6 +202,29 @@ class Session:
             if not status.ok:
                 return status
         return SUCCESS
+
+    def check_preemptor(self, action: str, job: PodGroupInfo, tasks: list[PodInfo]) -> Status:
+        for fn in self.hooks.preemptor_checks:
+            status = fn(action, job, tasks)
+            if not status.ok:
+                return status
+        return SUCCESS
+
+    def victim_queue_allowed(self, action: str, preemptor: PodGroupInfo, queue: str) -> bool:
+        return all(fn(action, preemptor, queue) for fn in self.hooks.victim_queue_filters)
+
+    def victim_allowed(self, action: str, preemptor: PodGroupInfo, victim: PodGroupInfo) -> bool:
+        return all(fn(action, preemptor, victim) for fn in self.hooks.victim_filters)
+
+    def validate_scenario(self, action: str, scenario: Any) -> Status:
+        for fn in self.hooks.scenario_validators:
+            status = fn(action, scenario)
+            if not status.ok:
+                return status
+        return SUCCESS
+
+    def victim_queue_key(self, queue: QueueInfo, picked: list[PodInfo]) -> tuple[Any, ...]:
+        return (*(fn(queue, picked) for fn in self.hooks.victim_queue_order), queue.name)
 
     def pre_predicate(self, task: PodInfo) -> Status:
         for fn in self.hooks.pre_predicates:

@@ -24,6 +24,7 @@ class _Op:
     prev_status: PodStatus
     prev_node: str
     from_releasing: np.ndarray | None = None
+    gpu_undo: list[tuple] | None = None  # shared-GPU groups taken (see kai.framework.gpushare)
     action: str = ""
     by: str = ""
     message: str = ""
@@ -41,8 +42,11 @@ class Statement:
         nodes = self.ssn.nodes
         row = nodes.index[node]
         nodes.idle[row] -= self.ssn.vector(task)
-        self.ops.append(_Op("allocate", task, row, task.status, task.node))
+        op = _Op("allocate", task, row, task.status, task.node)
         task.status, task.node = PodStatus.ALLOCATED, node
+        if task.gpu.is_shared:
+            op.gpu_undo, _ = self.ssn.gpus.take(row, task, self.ssn.gpu_key)
+        self.ops.append(op)
         self.ssn.fire_allocate(task)
 
     def pipeline(self, task: PodInfo, node: str) -> None:
@@ -53,8 +57,11 @@ class Statement:
         taken = np.minimum(vec, np.maximum(nodes.releasing[row], 0.0))
         nodes.releasing[row] -= taken
         nodes.idle[row] -= vec - taken
-        self.ops.append(_Op("pipeline", task, row, task.status, task.node, from_releasing=taken))
+        op = _Op("pipeline", task, row, task.status, task.node, from_releasing=taken)
         task.status, task.node = PodStatus.PIPELINED, node
+        if task.gpu.is_shared:
+            op.gpu_undo, _ = self.ssn.gpus.take(row, task, self.ssn.gpu_key)
+        self.ops.append(op)
         self.ssn.fire_allocate(task)
 
     def evict(self, task: PodInfo, action: str, by: str = "", message: str = "") -> None:
@@ -64,6 +71,8 @@ class Statement:
         vec = self.ssn.vector(task)
         if row >= 0:
             nodes.releasing[row] += vec
+            if task.gpu.is_shared:
+                self.ssn.gpus.release(row, task)
         self.ops.append(_Op("evict", task, row, task.status, task.node, action=action, by=by, message=message))
         task.status = PodStatus.RELEASING
         self.ssn.fire_deallocate(task)
@@ -96,8 +105,12 @@ class Statement:
             else:
                 if op.row >= 0:
                     nodes.releasing[op.row] -= vec
+                    if op.task.gpu.is_shared:
+                        self.ssn.gpus.release(op.row, op.task, sign=-1.0)
                 op.task.status = op.prev_status
                 self.ssn.fire_allocate(op.task)
+            if op.gpu_undo is not None:
+                self.ssn.gpus.untake(op.row, op.task, op.gpu_undo)
             op.task.status, op.task.node = op.prev_status, op.prev_node
 
     def discard(self) -> None:

@@ -5,6 +5,8 @@ Importing this package registers every plugin it holds.
 
 from kai.plugins import (
     elastic,
+    gpusharing,
+    minruntime,
     nodeavailability,
     nodeplacement,
     predicates,
@@ -17,6 +19,8 @@ from kai.plugins.proportion import plugin as proportion
 
 __all__ = [
     "elastic",
+    "gpusharing",
+    "minruntime",
     "nodeavailability",
     "nodeplacement",
     "predicates",

@@ -94,8 +94,6 @@ class PredicatesPlugin:
         return run
 
     def fits_largest_node(self, task: PodInfo) -> Status:
-        if task.gpu.is_shared:
-            return unresolvable("GpuSharing", f"pod {task.key} asks for a shared GPU, which kai cannot place yet")
         if self.max_node is None:
             return unresolvable("NoNodes", "the cluster has no nodes")
         vec = self.ssn.vector(task)

@@ -696,14 +696,14 @@ class SnapshotBuilder:
         if raw is not None:
             try:
                 fraction = float(raw)
-                if not 0 < fraction <= 1:
+                if not 0 < fraction < 1:
                     raise ValueError
             except (TypeError, ValueError):
                 self._problem(
                     "Pod",
                     obj,
                     f"metadata.annotations[{keys.GPU_FRACTION_ANNOTATION}]",
-                    f"must be a number between 0 and 1, got {raw!r}",
+                    f"must be a number between 0 and 1 (exclusive: whole GPUs are asked for with {GPU}), got {raw!r}",
                 )
                 ok = False
         raw = annotations.get(keys.GPU_MEMORY_ANNOTATION)
@@ -763,9 +763,6 @@ class SnapshotBuilder:
         if not ok:
             return None
         mig = tuple(sorted((n, int(a)) for n, a in requests.amounts.items() if n.startswith(keys.MIG_RESOURCE_PREFIX)))
-        if fraction == 1.0:  # a whole device asked for as a fraction is a whole device
-            requests.amounts[GPU] = float(devices)
-            return GpuRequest(whole=devices, mig=mig)
         return GpuRequest(
             whole=whole,
             fraction=fraction,

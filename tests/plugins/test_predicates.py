@@ -115,7 +115,7 @@ def test_max_pods_per_node() -> None:
         pod("r", group="r", node="a"),
         *solo("p", gpus=1),
     ]
-    result = run(objects)
+    result = run(objects, config={"actions": "allocate"})  # (consolidation would move 'r' to 'b')
     assert bound(result) == {}
     message = result["podGroups"]["ns/p"]["message"]
     assert "insufficient pod slots" in message and "insufficient nvidia.com/gpu" in message

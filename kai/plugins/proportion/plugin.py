@@ -10,10 +10,11 @@ from typing import Any
 import numpy as np
 
 from kai.framework.decisions import QueueReport
+from kai.framework.gpushare import node_fraction
 from kai.framework.plugin import register_plugin
 from kai.framework.session import Session
 from kai.framework.status import SUCCESS, Status, unschedulable
-from kai.model import ALLOCATED, CPU, GPU, MEMORY, PodGroupInfo, PodInfo, PodStatus, QueueInfo
+from kai.model import ALLOCATED, CPU, GPU, HOLDS_NODE, MEMORY, PodGroupInfo, PodInfo, PodStatus, QueueInfo
 from kai.plugins.proportion.fairshare import ShareRequest, divide
 from kai.plugins.proportion.reclaim import ReclaimRules
 
@@ -58,7 +59,7 @@ class ProportionPlugin:
     # -- session open -------------------------------------------------------------------------
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
-        self._vectors: dict[int, np.ndarray] = {}
+        self._vectors: dict[object, np.ndarray] = {}
         self._job_requests: dict[str, np.ndarray] = {}
         self._order_keys: dict[str, tuple[str, tuple[Any, ...]]] = {}
         self.total = self._total(ssn)
@@ -104,14 +105,17 @@ class ProportionPlugin:
 
     def queue_vector(self, pod: PodInfo) -> np.ndarray:
         """What the pod counts as in queue accounting: (GPUs incl. fractions and MIG, cpu, memory)."""
-        key = id(pod.requests)
+        placed_by_memory = pod.gpu.memory_mib > 0 and pod.status in HOLDS_NODE and pod.node in self.ssn.nodes.index
+        key: object = (id(pod.requests), pod.node) if placed_by_memory else id(pod.requests)
         vec = self._vectors.get(key)
         if vec is None:
-            gpus = (
-                pod.gpu.quota_gpus(self.ssn.min_gpu_memory_mib)
-                if (pod.gpu.is_shared or pod.gpu.mig)
-                else pod.requests.get(GPU)
-            )
+            if placed_by_memory:  # a placed gpu-memory pod counts as its portion of that node's GPUs
+                row = self.ssn.nodes.index[pod.node]
+                gpus = node_fraction(pod, int(self.ssn.gpus.node_memory[row])) * pod.gpu.num_devices
+            elif pod.gpu.is_shared or pod.gpu.mig:
+                gpus = pod.gpu.quota_gpus(self.ssn.min_gpu_memory_mib)
+            else:
+                gpus = pod.requests.get(GPU)
             vec = np.array([gpus, pod.requests.get(CPU), pod.requests.get(MEMORY)])
             self._vectors[key] = vec
         return vec
