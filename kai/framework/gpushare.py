@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from kai.model import ClusterSnapshot, PodInfo, PodStatus
+from kai.api import keys
+from kai.model import ClusterSnapshot, NodeInfo, PodInfo, PodStatus
 
 EPS = 1e-9
 GROUP_NAMESPACE = uuid.UUID("6f1c3a52-5b1e-4b7f-9a50-7a3c0b7e8d11")
@@ -80,14 +81,7 @@ class SharedGpus:
         self.gpu_col = gpu_col
         self.groups: dict[int, dict[str, GpuGroup]] = {}
         self.node_memory = np.array([_node_gpu_memory(n.gpu_memory_mib) for n in snapshot.nodes], dtype=float)
-        self.mig = np.array(
-            [
-                n.labels.get("node-role.kubernetes.io/mig-enabled") == "true"
-                or any(r.startswith("nvidia.com/mig-") for r in n.allocatable.names())
-                for n in snapshot.nodes
-            ],
-            dtype=bool,
-        )
+        self.mig = np.array([is_mig_node(n) for n in snapshot.nodes], dtype=bool)
 
     # -- loading pods that already hold GPUs ---------------------------------------------------------
     def hold(self, pod: PodInfo) -> None:
@@ -236,6 +230,15 @@ class SharedGpus:
                 self.releasing[row, self.gpu_col] += 1
             elif was and not now:
                 self.releasing[row, self.gpu_col] -= 1
+
+
+def is_mig_node(node: NodeInfo) -> bool:
+    """MIG-partitioned GPUs cannot be shared by fractions."""
+    return (
+        node.labels.get(keys.MIG_ENABLED_NODE_LABEL) == "true"
+        or node.labels.get(keys.MIG_STRATEGY_NODE_LABEL) in ("single", "mixed")
+        or any(r.startswith(keys.MIG_RESOURCE_PREFIX) for r in node.allocatable.names())
+    )
 
 
 def _node_gpu_memory(mib: int) -> float:

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kai.api import keys
 from kai.framework.gpushare import GpuCandidate
 from kai.framework.plugin import register_plugin
-from kai.framework.session import PlacementContext, Session
+from kai.framework.session import NamedFilter, PlacementContext, Session
 from kai.framework.status import SUCCESS, Status, unresolvable
 from kai.model import PodInfo
 
@@ -36,6 +37,16 @@ class GpuOrderPlugin:
     def on_session_open(self, ssn: Session) -> None:
         ssn.hooks.gpu_order.append(self.key)  # type: ignore[arg-type]
         ssn.hooks.pre_predicates.append(lambda task: shared_request_possible(ssn, task))
+        mixed = np.array([n.labels.get(keys.MIG_STRATEGY_NODE_LABEL) == "mixed" for n in ssn.nodes.infos], dtype=bool)
+        if mixed.any():
+            whole_ok = ~mixed
+            ssn.hooks.node_filters.append(
+                NamedFilter(
+                    "migstrategy",
+                    "had MIG (mixed strategy) GPUs, which serve only MIG slices",
+                    lambda task: whole_ok if task.gpu.whole else None,
+                )
+            )
 
 
 def shared_request_possible(ssn: Session, task: PodInfo) -> Status:

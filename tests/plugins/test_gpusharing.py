@@ -243,3 +243,12 @@ def test_no_gpu_is_ever_allocated_more_than_its_whole(requests: list[tuple[str, 
     whole = {p["node"]: 1 for k, p in result["pods"].items() if k == "ns/w" and p["status"] == "Running"}
     for node_name, groups in per_node.items():
         assert len(groups) + whole.get(node_name, 0) <= 2
+
+
+def test_mig_mixed_nodes_serve_only_mig_slices_and_single_ones_only_whole_gpus() -> None:
+    mixed = node("mixed", gpus=4, extra={"nvidia.com/mig-1g.10gb": "7"}, labels={"nvidia.com/mig.strategy": "mixed"})
+    single = node("single", gpus=7, labels={"nvidia.com/mig.strategy": "single", "nvidia.com/gpu.memory": "81920"})
+    objects = [mixed, single, queue("q"), podgroup("w", "q"), pod("w", group="w", gpus=5), *frac("f", "0.5")]
+    result = run(objects)
+    assert result["pods"]["ns/w"]["node"] == "single"
+    assert result["pods"]["ns/f"]["status"] == "Pending"
