@@ -134,6 +134,8 @@ class ControlPlane:
     """Let the processes outlive this Python process (for ``kai dev-cluster up``)."""
     log: Callable[[str], None] = lambda message: None
     verbose_apiserver: int = 0
+    extra_apiserver_args: list[str] = field(default_factory=list)
+    """More kube-apiserver flags (e.g. ``--watch-cache-sizes=configmaps#0`` to watch etcd directly)."""
 
     processes: dict[str, Process] = field(default_factory=dict, init=False)
     etcd_port: int = field(default=0, init=False)
@@ -342,6 +344,7 @@ class ControlPlane:
             "--allow-privileged=true",
             "--profiling=false",
             f"--v={self.verbose_apiserver}",
+            *self.extra_apiserver_args,
         ])
         ctx = self.ssl_context()
 

@@ -1,0 +1,269 @@
+"""A thin raw-JSON layer over the official `kubernetes` client.
+
+The official client does configuration (kubeconfig, in-cluster service account, exec
+plugins, token refresh) and authentication; its connection pool (urllib3) carries the
+requests. What we skip is its typed models: listing 5,000 pods through them costs
+several times what `json.loads` of the same bytes costs (see ``bench/live.py
+--measure-client`` and the report in kai/cluster/NOTES.md), and the scheduler hands plain
+dicts to ``kai.snapshot.builder`` anyway.
+
+    kube = Kube.from_kubeconfig(path)          # or Kube.in_cluster(), Kube(api_client)
+    pods = kube.get("/api/v1/pods")             # dict, raises ApiError on 4xx/5xx
+    kube.post(path, body)                       # create
+    kube.patch(path, body, merge=True)          # JSON merge patch (or strategic for core kinds)
+    resp = kube.stream("/api/v1/pods", {...})   # urllib3 response for watches
+
+Every call raises :class:`ApiError` with the HTTP status (0 for transport errors).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import urllib3
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+
+
+class ApiError(Exception):
+    """A failed request: `status` is the HTTP status (0 when the server could not be reached)."""
+
+    def __init__(self, status: int, reason: str, body: dict[str, Any] | None = None) -> None:
+        self.status = status
+        self.reason = reason
+        self.body = body or {}
+        message = self.body.get("message") if isinstance(self.body, dict) else None
+        super().__init__(f"{status} {reason}: {message}" if message else f"{status} {reason}")
+
+    @property
+    def retry_after(self) -> float | None:
+        details = self.body.get("details") if isinstance(self.body, dict) else None
+        if isinstance(details, dict) and isinstance(details.get("retryAfterSeconds"), int | float):
+            return float(details["retryAfterSeconds"])
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """One kind of object on the API server, and how to reach it."""
+
+    kind: str
+    api_version: str  # "v1" or "group/version"
+    plural: str
+    namespaced: bool
+
+    @property
+    def group(self) -> str:
+        return self.api_version.split("/", 1)[0] if "/" in self.api_version else ""
+
+    def path(self, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
+        """The collection path (all namespaces when `namespace` is None), or an object's path."""
+        base = f"/api/{self.api_version}" if "/" not in self.api_version else f"/apis/{self.api_version}"
+        if self.namespaced and namespace is not None:
+            base += f"/namespaces/{quote(namespace, safe='')}"
+        base += f"/{self.plural}"
+        if name is not None:
+            base += f"/{quote(name, safe='')}"
+            if sub:
+                base += f"/{sub}"
+        return base
+
+
+NODES = Resource("Node", "v1", "nodes", False)
+PODS = Resource("Pod", "v1", "pods", True)
+EVENTS = Resource("Event", "v1", "events", True)
+NAMESPACES = Resource("Namespace", "v1", "namespaces", False)
+CONFIGMAPS = Resource("ConfigMap", "v1", "configmaps", True)
+QUEUES = Resource("Queue", "scheduling.run.ai/v2", "queues", False)
+PODGROUPS = Resource("PodGroup", "scheduling.run.ai/v2alpha2", "podgroups", True)
+BIND_REQUESTS = Resource("BindRequest", "scheduling.run.ai/v1alpha2", "bindrequests", True)
+PRIORITY_CLASSES = Resource("PriorityClass", "scheduling.k8s.io/v1", "priorityclasses", False)
+TOPOLOGIES = Resource("Topology", "kai.scheduler/v1alpha1", "topologies", False)
+LEASES = Resource("Lease", "coordination.k8s.io/v1", "leases", True)
+PDBS = Resource("PodDisruptionBudget", "policy/v1", "poddisruptionbudgets", True)
+
+
+def object_key(obj: Mapping[str, Any]) -> str:
+    """`namespace/name` for namespaced objects, `name` for cluster-scoped ones."""
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace")
+    return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))
+
+
+class Kube:
+    """Raw JSON requests through a `kubernetes.client.ApiClient` (its config, auth and connection pool)."""
+
+    def __init__(self, api: k8s.ApiClient, timeout: float = 30.0) -> None:
+        self.api = api
+        self.timeout = timeout
+
+    @classmethod
+    def from_kubeconfig(cls, path: str | None = None, context: str | None = None, pool_size: int = 32) -> Kube:
+        configuration = k8s.Configuration()
+        k8s_config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
+        configuration.connection_pool_maxsize = pool_size
+        return cls(k8s.ApiClient(configuration))
+
+    @classmethod
+    def in_cluster(cls, pool_size: int = 32) -> Kube:
+        configuration = k8s.Configuration()
+        k8s_config.load_incluster_config(client_configuration=configuration)
+        configuration.connection_pool_maxsize = pool_size
+        return cls(k8s.ApiClient(configuration))
+
+    @classmethod
+    def connect(cls, kubeconfig: str | None = None, pool_size: int = 32) -> Kube:
+        """In-cluster config when running in a pod and no kubeconfig is given, else the kubeconfig."""
+        if kubeconfig is None:
+            try:
+                return cls.in_cluster(pool_size)
+            except k8s_config.ConfigException:
+                pass
+        return cls.from_kubeconfig(kubeconfig, pool_size=pool_size)
+
+    @property
+    def host(self) -> str:
+        return str(self.api.configuration.host)
+
+    # -- requests ------------------------------------------------------------------------------
+    def _send(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float | tuple[float, float] | None = None,
+    ) -> urllib3.BaseHTTPResponse:
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        if query:
+            path = f"{path}?{urlencode({k: _query_value(v) for k, v in query.items() if v is not None})}"
+        _, url, headers, _, _ = self.api.param_serialize(
+            method, path, header_params=headers, auth_settings=["BearerToken"]
+        )
+        data = body if isinstance(body, bytes) or body is None else json.dumps(body, separators=(",", ":"))
+        try:
+            return self.api.rest_client.pool_manager.request(
+                method,
+                url,
+                body=data,
+                headers=headers,
+                preload_content=False,
+                timeout=_timeout(timeout if timeout is not None else self.timeout),
+                retries=False,
+            )
+        except urllib3.exceptions.HTTPError as err:
+            raise ApiError(0, f"{type(err).__name__}: {err}") from err
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        resp = self._send(method, path, query, body, content_type, timeout)
+        try:
+            data = resp.read()
+        except urllib3.exceptions.HTTPError as err:
+            raise ApiError(0, f"{type(err).__name__}: {err}") from err
+        finally:
+            resp.release_conn()
+        try:
+            parsed = json.loads(data) if data else {}
+        except ValueError:
+            parsed = {"message": data[:200].decode("utf-8", "replace")}
+        if resp.status >= 400:
+            raise ApiError(resp.status, str(resp.reason or ""), parsed if isinstance(parsed, dict) else None)
+        return parsed if isinstance(parsed, dict) else {"items": parsed}
+
+    def get(self, path: str, query: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        return self.request("GET", path, query)
+
+    def post(self, path: str, body: Any, query: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        return self.request("POST", path, query, body)
+
+    def put(self, path: str, body: Any) -> dict[str, Any]:
+        return self.request("PUT", path, None, body)
+
+    def delete(self, path: str, body: Any = None, query: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        return self.request("DELETE", path, query, body)
+
+    def patch(self, path: str, body: Any, kind: str = "merge") -> dict[str, Any]:
+        """`kind`: merge (RFC 7386), strategic (core kinds only) or json (RFC 6902 list)."""
+        content_type = {
+            "merge": "application/merge-patch+json",
+            "strategic": "application/strategic-merge-patch+json",
+            "json": "application/json-patch+json",
+        }[kind]
+        return self.request("PATCH", path, None, body, content_type)
+
+    def stream(
+        self, path: str, query: Mapping[str, Any], read_timeout: float | None = None
+    ) -> urllib3.BaseHTTPResponse:
+        """A streaming GET (a watch): the caller reads lines and must `release_conn()` or `close()` it."""
+        resp = self._send("GET", path, query, timeout=(10.0, read_timeout) if read_timeout else (10.0, None))
+        if resp.status >= 400:
+            try:
+                data = resp.read()
+            finally:
+                resp.release_conn()
+            try:
+                parsed = json.loads(data) if data else {}
+            except ValueError:
+                parsed = {}
+            raise ApiError(resp.status, str(resp.reason or ""), parsed if isinstance(parsed, dict) else None)
+        return resp
+
+    def list_all(self, path: str, query: Mapping[str, Any] | None = None, page_size: int = 500) -> dict[str, Any]:
+        """Every page of a list, joined: {'items': [...], 'metadata': {'resourceVersion': ...}}."""
+        items: list[dict[str, Any]] = []
+        params = dict(query or {})
+        if page_size:
+            params["limit"] = page_size
+        while True:
+            page = self.get(path, params)
+            items.extend(page.get("items") or [])
+            meta = page.get("metadata") or {}
+            token = meta.get("continue")
+            if not token:
+                return {"items": items, "metadata": meta, "kind": page.get("kind")}
+            params["continue"] = token
+
+
+def _query_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _timeout(value: float | tuple[float, float | None] | None) -> urllib3.Timeout | None:
+    if value is None:
+        return None
+    if isinstance(value, tuple):
+        return urllib3.Timeout(connect=value[0], read=value[1])
+    return urllib3.Timeout(connect=min(10.0, value), read=value)
+
+
+def iter_lines(resp: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
+    """The newline-separated lines of a streaming response, as they arrive."""
+    buffer = b""
+    for chunk in resp.stream(amt=None, decode_content=True):
+        buffer += chunk
+        while True:
+            cut = buffer.find(b"\n")
+            if cut < 0:
+                break
+            line, buffer = buffer[:cut], buffer[cut + 1 :]
+            if line:
+                yield line
+    if buffer.strip():
+        yield buffer
