@@ -65,8 +65,11 @@ def _group(name: str, queue: str, min_member: int, created: int) -> dict[str, An
 
 
 def cluster(spec: dict[str, Any], seed: int = 1) -> list[dict[str, Any]]:
+    if spec.get("scenario") in ("reclaim", "preempt"):
+        return eviction_cluster(spec, seed)
     rng = random.Random(seed)
     gpus = int(spec["gpus_per_node"])
+    fraction_share = float(spec.get("fraction_share", 0.0))
     objects: list[dict[str, Any]] = []
     for i in range(int(spec["nodes"])):
         objects.append(
@@ -115,6 +118,75 @@ def cluster(spec: dict[str, Any], seed: int = 1) -> list[dict[str, Any]]:
         objects.append(_group(f"gang-{g}", queue, size, 50_000 + g))
         for p in range(size):
             objects.append(_pod(f"gang-{g}-{p}", queue, f"gang-{g}", 1, "8"))
+            if fraction_share and rng.random() < fraction_share:  # a shared-GPU pod instead of a whole GPU
+                del objects[-1]["spec"]["containers"][0]["resources"]["limits"]
+                objects[-1]["metadata"]["annotations"]["gpu-fraction"] = rng.choice(("0.25", "0.5"))
         left -= size
         g += 1
+    return objects
+
+
+def eviction_cluster(spec: dict[str, Any], seed: int = 1) -> list[dict[str, Any]]:
+    """A full cluster where half the waiting jobs can only start by evicting others.
+
+    `scenario: reclaim`: "rich" teams fill every node but a few with preemptible jobs (1, 2 and 4-GPU
+    pods, placed node by node as a bin-packing scheduler would have placed them); "poor" teams that
+    run nothing submit `victim_jobs` gangs, which must reclaim. `scenario: preempt`: every team runs
+    at its fair share, and `victim_jobs` high-priority (build) jobs in the same teams must preempt
+    low-priority (train) ones. In both, `free_jobs` small jobs fit the nodes left empty.
+    """
+    rng = random.Random(seed)
+    gpus = int(spec["gpus_per_node"])
+    nodes = int(spec["nodes"])
+    free_nodes = int(spec["free_nodes"])
+    objects: list[dict[str, Any]] = []
+    for i in range(nodes):
+        objects.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": f"node-{i:05d}", "labels": {"nvidia.com/gpu.product": "H100"}},
+                "status": {
+                    "allocatable": {"cpu": "128", "memory": "1024Gi", "pods": "110", "nvidia.com/gpu": str(gpus)}
+                },
+            }
+        )
+    departments, teams = int(spec["departments"]), int(spec["teams_per_department"])
+    total = nodes * gpus
+    leaves = []
+    for d in range(departments):
+        objects.append(_queue(f"dept-{d}", "", total / departments / 2))
+        for t in range(teams):
+            leaves.append(f"dept-{d}-team-{t}")
+            objects.append(_queue(leaves[-1], f"dept-{d}", total / departments / teams / 2))
+    reclaim = spec["scenario"] == "reclaim"
+    poor = leaves[-int(spec.get("poor_teams", 2)) :] if reclaim else []
+    rich = [q for q in leaves if q not in poor]
+    created = 0
+    for n in range(nodes - free_nodes):
+        left = gpus
+        while left:
+            size = min(left, rng.choice((1, 2, 2, 4)))
+            queue = rich[n % len(rich)] if not reclaim else rng.choice(rich)
+            name = f"run-{created}"
+            objects.append(_group(name, queue, 1, created % 40_000))
+            objects[-1]["spec"]["priorityClassName"] = "train"
+            objects.append(_pod(name, queue, name, size, "2", f"node-{n:05d}"))
+            left -= size
+            created += 1
+    for j in range(int(spec["free_jobs"])):
+        # Older than the gangs below and of the same teams and priority, so allocate places them first.
+        queue = rng.choice(poor) if reclaim else rng.choice(rich)
+        name = f"small-{j}"
+        objects.append(_group(name, queue, 1, 45_000 + j))
+        objects[-1]["spec"]["priorityClassName"] = "train" if reclaim else "build"
+        objects.append(_pod(name, queue, name, 1, "2"))
+    for j in range(int(spec["victim_jobs"])):
+        queue = rng.choice(poor) if reclaim else rng.choice(rich)
+        pods, per_pod = rng.choice(((1, 1), (1, 2), (1, 4), (2, 4), (1, 8), (2, 8)))
+        name = f"need-{j}"
+        objects.append(_group(name, queue, pods, 50_000 + j))
+        objects[-1]["spec"]["priorityClassName"] = "train" if reclaim else "build"
+        for p in range(pods):
+            objects.append(_pod(f"{name}-{p}", queue, name, per_pod, "4"))
     return objects

@@ -80,6 +80,10 @@ class SharedGpus:
         self.releasing = releasing
         self.gpu_col = gpu_col
         self.groups: dict[int, dict[str, GpuGroup]] = {}
+        # Dense views over (node, shared GPU): free portion now and once releases finish (-inf: no GPU).
+        width = max(1, int(idle[:, gpu_col].max(initial=0)))
+        self.free_now = np.full((len(snapshot.nodes), width), -np.inf)
+        self.free_later = np.full((len(snapshot.nodes), width), -np.inf)
         self.node_memory = np.array([_node_gpu_memory(n.gpu_memory_mib) for n in snapshot.nodes], dtype=float)
         self.mig = np.array([is_mig_node(n) for n in snapshot.nodes], dtype=bool)
 
@@ -112,6 +116,7 @@ class SharedGpus:
         """A GPU whose every pod is releasing comes back whole: count it as a releasing GPU."""
         for row, node_groups in self.groups.items():
             self.releasing[row, self.gpu_col] += sum(1 for g in node_groups.values() if g.fully_releasing)
+            self._sync(row)
 
     @staticmethod
     def _new_id(row: int, pod: PodInfo, index: int) -> str:
@@ -130,35 +135,31 @@ class SharedGpus:
 
     def fit(self, task: PodInfo) -> tuple[np.ndarray, np.ndarray]:
         """(fits now, fits once releases finish) per node, for a shared-GPU task."""
-        need = task.gpu.num_devices
         fractions = self.fractions(task)
+        need = fractions[:, None] - EPS
+        now = self.idle[:, self.gpu_col] + (self.free_now >= need).sum(axis=1)
+        later = self.idle[:, self.gpu_col] + self.releasing[:, self.gpu_col] + (self.free_later >= need).sum(axis=1)
         usable = np.isfinite(fractions)
-        now = self.idle[:, self.gpu_col].copy()
-        later = now + self.releasing[:, self.gpu_col]
-        for row, node_groups in self.groups.items():
-            f = fractions[row]
-            if not np.isfinite(f):
-                continue
-            for group in node_groups.values():
-                if group.fully_releasing:
-                    continue
-                if group.free_now() >= f - EPS:
-                    now[row] += 1
-                    later[row] += 1
-                elif group.free_later() >= f - EPS:
-                    later[row] += 1
-        return usable & (now >= need - EPS), usable & (later >= need - EPS)
+        devices = task.gpu.num_devices - EPS
+        return usable & (now >= devices), usable & (later >= devices)
 
     def shares_a_group(self, task: PodInfo) -> np.ndarray:
         """Nodes with an existing shared GPU the task fits into now (for gpusharingorder)."""
-        out = np.zeros(len(self.node_memory), dtype=bool)
         fractions = self.fractions(task)
-        for row, node_groups in self.groups.items():
-            f = fractions[row]
-            out[row] = np.isfinite(f) and any(
-                not g.fully_releasing and g.free_now() >= f - EPS for g in node_groups.values()
-            )
-        return out
+        return np.isfinite(fractions) & (self.free_now >= fractions[:, None] - EPS).any(axis=1)
+
+    def _sync(self, row: int) -> None:
+        """Refresh the node's row of the dense per-GPU views after its groups changed."""
+        shared = [g for g in self.groups.get(row, {}).values() if not g.fully_releasing]
+        if len(shared) > self.free_now.shape[1]:
+            extra = len(shared) - self.free_now.shape[1]
+            self.free_now = np.pad(self.free_now, ((0, 0), (0, extra)), constant_values=-np.inf)
+            self.free_later = np.pad(self.free_later, ((0, 0), (0, extra)), constant_values=-np.inf)
+        self.free_now[row] = -np.inf
+        self.free_later[row] = -np.inf
+        for slot, group in enumerate(shared):
+            self.free_now[row, slot] = group.free_now()
+            self.free_later[row, slot] = group.free_later()
 
     def candidates(self, row: int, task: PodInfo) -> list[GpuCandidate]:
         f = self.fractions(task)[row]
@@ -203,6 +204,7 @@ class SharedGpus:
             undo[-1] = (*undo[-1], entry)
             ids.append(gid)
         task.gpu_groups = tuple(ids)
+        self._sync(row)
         return undo, any(c.needs_release for c in chosen)
 
     def untake(self, row: int, task: PodInfo, undo: list[tuple]) -> None:
@@ -214,7 +216,7 @@ class SharedGpus:
                 del node_groups[gid]
                 col = self.releasing if from_releasing else self.idle
                 col[row, self.gpu_col] += 1
-        task.gpu_groups = ()
+        self._sync(row)
 
     def release(self, row: int, task: PodInfo, sign: float = 1.0) -> None:
         """Mark the task's portions as releasing (sign -1 undoes it)."""
@@ -230,6 +232,7 @@ class SharedGpus:
                 self.releasing[row, self.gpu_col] += 1
             elif was and not now:
                 self.releasing[row, self.gpu_col] -= 1
+        self._sync(row)
 
 
 def is_mig_node(node: NodeInfo) -> bool:

@@ -25,6 +25,7 @@ class _Op:
     prev_node: str
     from_releasing: np.ndarray | None = None
     gpu_undo: list[tuple] | None = None  # shared-GPU groups taken (see kai.framework.gpushare)
+    prev_groups: tuple[str, ...] = ()
     action: str = ""
     by: str = ""
     message: str = ""
@@ -42,7 +43,7 @@ class Statement:
         nodes = self.ssn.nodes
         row = nodes.index[node]
         nodes.idle[row] -= self.ssn.vector(task)
-        op = _Op("allocate", task, row, task.status, task.node)
+        op = _Op("allocate", task, row, task.status, task.node, prev_groups=task.gpu_groups)
         task.status, task.node = PodStatus.ALLOCATED, node
         if task.gpu.is_shared:
             op.gpu_undo, _ = self.ssn.gpus.take(row, task, self.ssn.gpu_key)
@@ -57,7 +58,7 @@ class Statement:
         taken = np.minimum(vec, np.maximum(nodes.releasing[row], 0.0))
         nodes.releasing[row] -= taken
         nodes.idle[row] -= vec - taken
-        op = _Op("pipeline", task, row, task.status, task.node, from_releasing=taken)
+        op = _Op("pipeline", task, row, task.status, task.node, from_releasing=taken, prev_groups=task.gpu_groups)
         task.status, task.node = PodStatus.PIPELINED, node
         if task.gpu.is_shared:
             op.gpu_undo, _ = self.ssn.gpus.take(row, task, self.ssn.gpu_key)
@@ -73,7 +74,19 @@ class Statement:
             nodes.releasing[row] += vec
             if task.gpu.is_shared:
                 self.ssn.gpus.release(row, task)
-        self.ops.append(_Op("evict", task, row, task.status, task.node, action=action, by=by, message=message))
+        self.ops.append(
+            _Op(
+                "evict",
+                task,
+                row,
+                task.status,
+                task.node,
+                action=action,
+                by=by,
+                message=message,
+                prev_groups=task.gpu_groups,
+            )
+        )
         task.status = PodStatus.RELEASING
         self.ssn.fire_deallocate(task)
 
@@ -111,7 +124,7 @@ class Statement:
                 self.ssn.fire_allocate(op.task)
             if op.gpu_undo is not None:
                 self.ssn.gpus.untake(op.row, op.task, op.gpu_undo)
-            op.task.status, op.task.node = op.prev_status, op.prev_node
+            op.task.status, op.task.node, op.task.gpu_groups = op.prev_status, op.prev_node, op.prev_groups
 
     def discard(self) -> None:
         self.rollback(0)
