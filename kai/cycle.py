@@ -26,12 +26,8 @@ NOT_BUILT = {
     "podaffinity",
     "nominatednode",
     "dynamicresources",
-    "minruntime",
     "topology",
     "snapshot",
-    "gpupack",
-    "gpuspread",
-    "gpusharingorder",
     "reflectjoborder",
 }
 
@@ -43,7 +39,7 @@ class ConfigError(Exception):
 
 
 def known_actions() -> set[str]:
-    return registered_actions() | {"consolidation", "reclaim", "preempt", "stalegangeviction"}
+    return registered_actions()
 
 
 def open_session(snapshot: ClusterSnapshot, config: SchedulerConfig) -> tuple[Session, list[str]]:

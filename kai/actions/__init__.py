@@ -3,6 +3,6 @@
 Importing this package registers every action it holds.
 """
 
-from kai.actions import allocate
+from kai.actions import allocate, consolidation, preempt, reclaim, stalegang
 
-__all__ = ["allocate"]
+__all__ = ["allocate", "consolidation", "preempt", "reclaim", "stalegang"]

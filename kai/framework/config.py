@@ -47,6 +47,9 @@ class SchedulerParams:
     staleness_grace_period: float = 60.0  # seconds; negative = never evict stale gangs
     full_hierarchy_fairness: bool = True
     use_scheduling_signatures: bool = True
+    # Disruption budget (kai's own, not KAI's): negative = off.
+    max_evicted_gpu_ratio: float = -1.0  # GPUs evicted for one preemptor per cycle / GPUs it requests
+    max_evicted_gpus_per_queue: float = -1.0  # GPUs evicted from one (victim leaf) queue per cycle
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +73,8 @@ _PARAM_FIELDS: dict[str, tuple[str, type]] = {
     "globalDefaultStalenessGracePeriod": ("staleness_grace_period", float),
     "fullHierarchyFairness": ("full_hierarchy_fairness", bool),
     "useSchedulingSignatures": ("use_scheduling_signatures", bool),
+    "maxEvictedToRequestedGpuRatio": ("max_evicted_gpu_ratio", float),
+    "maxEvictedGpusPerQueuePerCycle": ("max_evicted_gpus_per_queue", float),
 }
 
 

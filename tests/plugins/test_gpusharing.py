@@ -22,7 +22,9 @@ def frac(
         annotations["gpu-memory"] = memory
     if devices:
         annotations["gpu-fraction-num-devices"] = str(devices)
-    return [podgroup(name, "q"), pod(name, group=name, annotations=annotations, **kw)]
+    # A job's priority is its PodGroup's priorityClassName (the pod's only matters without a PodGroup).
+    group_class = kw.get("priority_class")
+    return [podgroup(name, "q", priority_class=group_class), pod(name, group=name, annotations=annotations, **kw)]
 
 
 def gpu_node(name: str, gpus: int = 2, memory_mib: str = "40960", **kw: object) -> dict:

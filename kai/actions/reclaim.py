@@ -1,0 +1,46 @@
+"""reclaim: a queue below its fair share takes back resources from queues above theirs, by evicting
+preemptible jobs of other queues (sections 4.6 and 5.3 of the behaviour note).
+
+Who may reclaim, which queues may lose pods and which scenarios are fair are session hooks
+(proportion, minruntime); this action only picks preemptors and victims and runs the solver.
+"""
+
+from __future__ import annotations
+
+from kai.framework.action import register_action
+from kai.framework.session import Session
+from kai.framework.victims import queue_details, run_evicting_action
+from kai.model import ACTIVE, PodGroupInfo, PodInfo
+
+
+def pending_jobs(ssn: Session) -> list[PodGroupInfo]:
+    return [job for job in ssn.jobs.values() if job.has_pending() and job.is_ready()]
+
+
+def running_preemptible(ssn: Session) -> list[PodGroupInfo]:
+    return [job for job in ssn.jobs.values() if job.preemptible and job.count(ACTIVE) > 0]
+
+
+def _message(ssn: Session):  # type: ignore[no-untyped-def]
+    def message(task: PodInfo, preemptor: PodGroupInfo) -> str:
+        return (
+            f"Pod {task.key} was reclaimed by workload {preemptor.key}: "
+            f"{queue_details(ssn, preemptor.queue)} takes back resources from this pod's "
+            f"{queue_details(ssn, ssn.jobs[task.job_key].queue) if task.job_key in ssn.jobs else 'queue'}."
+        )
+
+    return message
+
+
+@register_action("reclaim")
+def reclaim(ssn: Session) -> None:
+    run_evicting_action(
+        ssn,
+        "reclaim",
+        pending_jobs(ssn),
+        running_preemptible(ssn),
+        queues=lambda job: lambda name: name != job.queue,
+        jobs=lambda job: lambda victim: victim.queue != job.queue,
+        message=_message(ssn),
+        replace_victims=ssn.config.params.allow_consolidating_reclaim,
+    )

@@ -1,0 +1,212 @@
+"""proportion's eviction policy (sections 4.6 and 4.7): who may reclaim, which queues may lose pods,
+the two reclaim strategies compared where the two queues' paths diverge, the saturation-ratio rule,
+and the queue checks every evicting action's scenario must pass afterwards.
+
+Registered by the proportion plugin on the session's eviction hooks; actions never import it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from kai.framework.session import Session
+from kai.framework.status import SUCCESS, Status, unschedulable
+from kai.model import PodGroupInfo, PodInfo, QueueInfo
+
+if TYPE_CHECKING:
+    from kai.framework.victims import Scenario
+    from kai.plugins.proportion.plugin import ProportionPlugin
+
+EPS = 1e-9
+NAMES = ("GPUs", "CPU", "memory")
+
+
+def _ratio(allocated: float, share: float) -> float:
+    """allocated / fair share; a zero share is infinitely saturated once anything is allocated."""
+    if share < 0:
+        return 0.0
+    if share <= EPS:
+        return float("inf") if allocated > EPS else 0.0
+    return allocated / share
+
+
+class ReclaimRules:
+    def __init__(self, plugin: ProportionPlugin, multiplier: float, ssn: Session) -> None:
+        self.p = plugin
+        self.multiplier = multiplier
+        self.ssn = ssn
+        self._sums: dict[int, tuple[list[PodInfo], int, np.ndarray]] = {}
+
+    def register(self) -> None:
+        hooks = self.ssn.hooks
+        hooks.preemptor_checks.append(self.check_preemptor)
+        hooks.victim_queue_filters.append(self.victim_queue_filter)
+        hooks.scenario_validators.append(self.validate)
+        hooks.victim_queue_order.append(self.victim_queue_key)
+
+    # -- helpers -------------------------------------------------------------------------------------
+    def _request(self, tasks: list[PodInfo]) -> np.ndarray:
+        return sum((self.p.queue_vector(t) for t in tasks), np.zeros(3))
+
+    def _picked_sum(self, picked: list[PodInfo]) -> np.ndarray:
+        """Sum of a victim list that only grows: cached per list object, extended incrementally."""
+        cached = self._sums.get(id(picked))
+        if cached is None or cached[0] is not picked or cached[1] > len(picked):
+            cached = (picked, 0, np.zeros(3))
+        _, counted, total = cached
+        for task in picked[counted:]:
+            total = total + self.p.queue_vector(task)
+        self._sums[id(picked)] = (picked, len(picked), total)
+        return total
+
+    def _path(self, queue: str) -> list[str]:
+        return [q.name for q in self.ssn.queue_path(queue)]
+
+    def divergence(self, reclaimer: str, victim: str) -> tuple[str, str]:
+        """The two sibling queues under the lowest common ancestor (top-level queues if none)."""
+        r_path, v_path = self._path(reclaimer), self._path(victim)
+        on_r = {name: i for i, name in enumerate(r_path)}
+        for i, name in enumerate(v_path):
+            if name in on_r:
+                j = on_r[name]
+                return r_path[j - 1] if j else r_path[0], v_path[i - 1] if i else v_path[0]
+        return r_path[-1], v_path[-1]
+
+    # -- who may evict -------------------------------------------------------------------------------
+    def check_preemptor(self, action: str, job: PodGroupInfo, tasks: list[PodInfo]) -> Status:
+        attrs = self.p.attrs.get(job.queue)
+        if attrs is None:
+            return unschedulable("UnknownQueue", f"queue {job.queue} is unknown")
+        request = self._request(tasks)
+        if action == "consolidation":
+            return self.p.check_capacity(job, tasks)
+        if action == "reclaim" and np.any(attrs.allocated + request > attrs.fair_share + EPS):
+            return unschedulable(
+                "CannotReclaim",
+                f"queue {job.queue} would go over its fair share ({attrs.fair_share[0]:g} GPUs) with this job",
+            )
+        if not job.preemptible:
+            for name in self._path(job.queue):
+                a = self.p.attrs[name]
+                over = (a.deserved >= 0) & (request > 0) & (a.allocated_np + request > a.deserved + EPS)
+                if over.any():
+                    return unschedulable(
+                        "NonPreemptibleOverQuota",
+                        f"non-preemptible job would take queue {name} over its quota",
+                    )
+        return SUCCESS
+
+    # -- which victims ------------------------------------------------------------------------------
+    def _strategy_holds(
+        self, r_side: str, v_side: str, r_allocated: np.ndarray, request: np.ndarray, v_remaining: np.ndarray
+    ) -> bool:
+        total = self.p.total
+        r, v = self.p.attrs[r_side], self.p.attrs[v_side]
+        # MaintainFairShare: the victim side stays above its allocatable share in some resource.
+        if np.any(v_remaining > v.allocatable(total) + EPS):
+            return True
+        # GuaranteeDeservedQuota: the reclaimer side stays within deserved, the victim side is above its own.
+        within = np.all((r.deserved < 0) | (r_allocated + request <= r.deserved + EPS))
+        above = np.any((v.deserved >= 0) & (v_remaining > v.deserved + EPS))
+        return bool(within and above)
+
+    def victim_queue_filter(self, action: str, preemptor: PodGroupInfo, queue: str) -> bool:
+        """Reclaim: skip queues that could not lose anything under either strategy."""
+        if action != "reclaim" or queue not in self.p.attrs or preemptor.queue not in self.p.attrs:
+            return True
+        r_side, v_side = self.divergence(preemptor.queue, queue)
+        request = self.p.job_request(preemptor)
+        return self._strategy_holds(
+            r_side, v_side, self.p.attrs[r_side].allocated, request, self.p.attrs[v_side].allocated
+        )
+
+    def victim_queue_key(self, queue: QueueInfo, picked: list[PodInfo]) -> float:
+        """The queue most over its allocatable share (once the pods already picked are gone) gives up
+        victims first: the reverse of the queue order's dominant-share rule."""
+        attrs = self.p.attrs.get(queue.name)
+        if attrs is None:
+            return 0.0
+        share = attrs.allocatable(self.p.total)
+        allocated = attrs.allocated - self._picked_sum(picked) if picked else attrs.allocated
+        ratios = np.where(share > EPS, allocated / np.where(share > EPS, share, 1.0), allocated * 1000.0)
+        return -float(ratios.max())
+
+    # -- scenarios ----------------------------------------------------------------------------------
+    def validate(self, action: str, scenario: Scenario) -> Status:
+        job = scenario.preemptor
+        if job.queue not in self.p.attrs:
+            return SUCCESS
+        request = self._request(scenario.tasks)
+        status = self._queue_limits(job, request)
+        if not status.ok or action != "reclaim":
+            return status
+        return self._reclaimable(scenario, request)
+
+    def _queue_limits(self, job: PodGroupInfo, request: np.ndarray) -> Status:
+        """After the scenario, the preemptor's queues are within their limits (and, for non-preemptible
+        work, within deserved quota) at every level."""
+        for name in self._path(job.queue):
+            a = self.p.attrs[name]
+            over = (a.limit >= 0) & (request > 0) & (a.allocated > a.limit + EPS)
+            if over.any():
+                col = int(np.flatnonzero(over)[0])
+                return unschedulable(
+                    "OverLimit", f"queue {name} would exceed its limit of {a.limit[col]:g} {NAMES[col]}"
+                )
+            if not job.preemptible:
+                over = (a.deserved >= 0) & (request > 0) & (a.allocated_np > a.deserved + EPS)
+                if over.any():
+                    return unschedulable(
+                        "NonPreemptibleOverQuota", f"non-preemptible job would take queue {name} over its quota"
+                    )
+        return SUCCESS
+
+    def _reclaimable(self, scenario: Scenario, request: np.ndarray) -> Status:
+        p = self.p
+        reclaimer = scenario.preemptor.queue
+        lost = {t.key for t in scenario.lost()}
+        # The allocation before the scenario: undo the preemptor's placement and the lost victims.
+        before = {name: a.allocated.copy() for name, a in p.attrs.items()}
+        for name in self._path(reclaimer):
+            before[name] -= request
+        chunks: list[tuple[str, np.ndarray]] = []
+        for chunk in scenario.chunks:
+            vec = sum((p.queue_vector(t) for t in chunk.tasks if t.key in lost), np.zeros(3))
+            if not vec.any():
+                continue
+            for name in self._path(chunk.job.queue):
+                before[name] += vec
+            chunks.append((chunk.job.queue, vec))
+        remaining = {name: vec.copy() for name, vec in before.items()}
+        taken: dict[tuple[str, str], np.ndarray] = {}
+        for victim_queue, vec in chunks:
+            r_side, v_side = self.divergence(reclaimer, victim_queue)
+            if not self._strategy_holds(r_side, v_side, before[r_side], request, remaining[v_side]):
+                v = p.attrs[v_side]
+                return unschedulable(
+                    "ReclaimUnfair",
+                    f"queue {v_side} cannot give up more: it would have {remaining[v_side][0]:g} GPUs, "
+                    f"within its fair share of {v.fair_share[0]:g} and deserved quota of {v.deserved[0]:g}",
+                )
+            for name in self._path(victim_queue):
+                remaining[name] -= vec
+            taken[(r_side, v_side)] = taken.get((r_side, v_side), np.zeros(3)) + vec
+        # Saturation: a reclaimer side above its fair share may not end more saturated than its sibling.
+        for (r_side, v_side), vec in taken.items():
+            r_share, v_share = p.attrs[r_side].fair_share, p.attrs[v_side].fair_share
+            for col in range(3):
+                if request[col] <= EPS and vec[col] <= EPS:
+                    continue
+                if r_share[col] < 0 and v_share[col] < 0:
+                    continue
+                r_ratio = _ratio(before[r_side][col] + request[col], r_share[col])
+                v_ratio = _ratio(remaining[v_side][col], v_share[col])
+                if r_ratio > 1 + EPS and v_share[col] > EPS and r_ratio * self.multiplier >= v_ratio - EPS:
+                    return unschedulable(
+                        "ReclaimSaturation",
+                        f"queue {r_side} would be {r_ratio:.2f}x its fair share of {NAMES[col]}, "
+                        f"not less saturated than queue {v_side} ({v_ratio:.2f}x)",
+                    )
+        return SUCCESS
