@@ -1,0 +1,245 @@
+"""reclaim: a queue below its fair share takes resources back from queues above theirs (section 4.6).
+
+Every expected result below is worked out by hand from the behaviour note; the arithmetic is in the
+comments. Queues are GPU-only (CPU and memory unlimited) unless a test says otherwise.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kai.cycle import close_session, open_session
+from kai.framework.config import PluginOption, SchedulerConfig
+from kai.framework.statement import Statement
+from kai.framework.victims import Chunk, Scenario
+from kai.plugins.proportion.plugin import _factory as proportion_factory
+from tests.actions.evict_helpers import evictions, gq, job, placed, status
+from tests.scenario import node, run, write
+
+ONLY_RECLAIM = {"actions": "allocate, reclaim"}
+
+
+def two_queues_full_node() -> list[dict]:
+    """One 8-GPU node full of queue a's eight 1-GPU jobs (a0 oldest ... a7 newest); queue b waits
+    with one 4-GPU job. Quotas 4 and 4, weights 1: fair shares a = min(4, 8) = 4, b = min(4, 4) = 4,
+    nothing left over."""
+    objects = [node("n1", gpus=8), gq("a", 4), gq("b", 4)]
+    for i in range(8):
+        objects += job(f"a{i}", "a", nodes="n1", age=100 - i)
+    return [*objects, *job("b0", "b", gpus=4, age=1)]
+
+
+def test_queue_below_fair_share_reclaims_the_newest_jobs_of_the_queue_above_it() -> None:
+    # b: 0 + 4 <= 4 (fair share) -> may reclaim. a: 8 allocated > 4 (its allocatable share), and stays
+    # above while losing 4 one-GPU chunks (8, 7, 6, 5 > 4); the fifth would not be allowed.
+    # Victim order inside a: lowest priority first (all equal), then newest: a7, a6, a5, a4.
+    result = run(two_queues_full_node(), rounds=2)
+    assert evictions(result) == {f"ns/a{i}": ("reclaim", "ns/b0") for i in (4, 5, 6, 7)}
+    assert placed(result) == {"ns/b0": "n1"}
+    assert result["rounds"][0]["pipelined"] == [{"pod": "ns/b0", "node": "n1"}]  # waits for the releases
+    # Round 2: the released GPUs are free, b0 is bound; a's evicted jobs wait (a is at its fair share).
+    assert result["rounds"][1]["bound"] == [{"pod": "ns/b0", "node": "n1", "gpuGroups": []}]
+    assert result["rounds"][1]["evicted"] == []
+    assert status(result, "ns/b0") == "Running"
+    assert [status(result, f"ns/a{i}") for i in range(8)] == ["Running"] * 4 + ["Pending"] * 4
+
+
+def test_victim_pod_group_is_told_who_took_its_place_and_why() -> None:
+    result = run(two_queues_full_node(), config=ONLY_RECLAIM)
+    message = result["podGroups"]["ns/a7"]["message"]
+    assert "reclaim" in message and "ns/b0" in message
+    # The reclaimer's queue with its quota, fair share and allocation, and the victim's queue.
+    assert "queue b (quota 4 GPUs, fair share 4 GPUs, allocated" in message
+    assert "queue a (quota 4 GPUs, fair share 4 GPUs, allocated" in message
+    assert result["podGroups"]["ns/a0"]["message"] == ""  # untouched jobs get nothing
+
+
+def test_queue_at_its_fair_share_is_never_reclaimed_from() -> None:
+    # n1 (pool x): queue a's four 1-GPU jobs and queue c's three; 1 GPU free. n2 (pool y): 8 of c's.
+    # b wants a gang of five 1-GPU pods on pool x.
+    # Fair shares (16 GPUs): deserved a 4, b 5, c 0; 7 left over go to c (the only one still asking):
+    # a = 4, b = 5, c = 7. b: 0 + 5 <= 5 may reclaim. c holds 11 > 7: may lose pods; but on n1 it has
+    # only 3, and 1 GPU is free: 4 < 5. a holds exactly its share (4 = max(deserved 4, fair share 4))
+    # and is not above its deserved quota either, so neither strategy lets b take from a: nothing is
+    # evicted at all (the gang would not fit without a's pods).
+    objects = [
+        node("n1", gpus=8, labels={"pool": "x"}),
+        node("n2", gpus=8, labels={"pool": "y"}),
+        gq("a", 4),
+        gq("b", 5),
+        gq("c", 0),
+    ]
+    for i in range(4):
+        objects += job(f"a{i}", "a", nodes="n1", age=100 - i)
+    for i in range(3):
+        objects += job(f"c{i}", "c", nodes="n1", age=90 - i)
+    objects += job("cy", "c", size=8, nodes="n2", age=95)
+    gang = job("b0", "b", size=5, age=1)
+    for obj in gang[1:]:
+        obj["spec"]["nodeSelector"] = {"pool": "x"}
+    result = run([*objects, *gang], rounds=2, config=ONLY_RECLAIM)
+    assert result["rounds"][0]["evicted"] == [] and result["rounds"][1]["evicted"] == []
+    assert all(status(result, f"ns/a{i}") == "Running" for i in range(4))
+    assert result["podGroups"]["ns/b0"]["status"] == "Pending"
+
+
+def test_reclaimer_over_its_fair_share_may_not_reclaim() -> None:
+    # a: quota 6 runs six 1-GPU jobs; b: quota 2 runs two and wants one more. 8 GPUs, all used.
+    # Fair shares: deserved a min(6, 6) = 6, b min(2, 3) = 2, nothing left: b 2 + 1 > 2 -> no reclaim.
+    objects = [node("n1", gpus=8), gq("a", 6), gq("b", 2)]
+    for i in range(6):
+        objects += job(f"a{i}", "a", nodes="n1", age=100 - i)
+    objects += job("b0", "b", nodes="n1", age=50) + job("b1", "b", nodes="n1", age=49) + job("b2", "b", age=1)
+    result = run(objects, config=ONLY_RECLAIM)
+    assert result["rounds"][0]["evicted"] == []
+
+
+def test_hierarchy_compares_the_queues_where_their_paths_diverge() -> None:
+    # dept1 (quota 4): t1a (quota 2) waits with a 2-GPU job, t1b (quota 2) runs four 1-GPU jobs.
+    # dept2 (quota 4): t2 (quota 0) runs four 1-GPU jobs, t3 (quota 4) waits with a 2-GPU job.
+    # Top level (8 GPUs): dept1 asks 6, dept2 asks 6, both deserve 4 -> 4 and 4.
+    # In dept1: t1a min(2, 2) = 2, t1b min(2, 4) = 2. In dept2: t3 min(4, 2) = 2, t2 gets the other 2.
+    # t1a (0 + 2 <= 2) may reclaim. Against t1b (siblings): t1b 4 > 2 -> two chunks (4, 3 > 2).
+    # Against t2 the paths diverge at dept1 / dept2: dept2 holds 4 = its share, and dept1 + 2 = 6 > its
+    # quota 4, so neither strategy holds -> t2 is not a victim of t1a even though the leaf t2 is over
+    # its own fair share. t3 (0 + 2 <= 2) reclaims from its sibling t2 (4 > 2): two chunks.
+    objects = [
+        node("n1", gpus=8),
+        gq("dept1", 4),
+        gq("dept2", 4),
+        gq("t1a", 2, parent="dept1"),
+        gq("t1b", 2, parent="dept1"),
+        gq("t2", 0, parent="dept2"),
+        gq("t3", 4, parent="dept2"),
+    ]
+    for i in range(4):
+        objects += job(f"x{i}", "t1b", nodes="n1", age=100 - i)
+        objects += job(f"y{i}", "t2", nodes="n1", age=100 - i)
+    objects += job("want1", "t1a", gpus=2, age=1) + job("want3", "t3", gpus=2, age=2)
+    result = run(objects, rounds=3)
+    evicted = evictions(result)
+    assert evicted == {
+        "ns/x3": ("reclaim", "ns/want1"),
+        "ns/x2": ("reclaim", "ns/want1"),
+        "ns/y3": ("reclaim", "ns/want3"),
+        "ns/y2": ("reclaim", "ns/want3"),
+    }
+    assert status(result, "ns/want1") == "Running" and status(result, "ns/want3") == "Running"
+    assert result["rounds"][1]["evicted"] == [] and result["rounds"][2]["evicted"] == []
+
+
+def test_non_preemptible_reclaimer_stays_within_its_deserved_quota() -> None:
+    # a: quota 2 weight 1 runs eight 1-GPU jobs; b: quota 2 weight 3 waits with a 4-GPU job.
+    # Fair shares: deserved a 2, b 2, 4 left. Over quota, weights 1:3 -> 0.25/0.75, with kValue 1 the
+    # share weights are 0.5 and 1.5: slices 1 and 3; b wants 2 <= 3 and is sated, a gets 1; the last
+    # GPU goes to a: a = 4, b = 4.
+    # A preemptible b job (train): 0 + 4 <= 4 -> reclaims 4 of a's pods (8, 7, 6, 5 > 4).
+    # A non-preemptible one (build): non-preemptible use 0 + 4 > quota 2 -> no reclaim at all.
+    def objects(priority_class: str) -> list[dict]:
+        objs = [node("n1", gpus=8), gq("a", 2), gq("b", 2, weight=3)]
+        for i in range(8):
+            objs += job(f"a{i}", "a", nodes="n1", age=100 - i)
+        return objs + job("b0", "b", gpus=4, priority_class=priority_class, age=1)
+
+    preemptible = run(objects("train"), config=ONLY_RECLAIM)
+    assert sorted(evictions(preemptible)) == [f"ns/a{i}" for i in (4, 5, 6, 7)]
+    non_preemptible = run(objects("build"), config=ONLY_RECLAIM)
+    assert non_preemptible["rounds"][0]["evicted"] == []
+    assert "quota" in non_preemptible["podGroups"]["ns/b0"]["message"]
+
+
+def test_non_preemptible_jobs_are_never_victims() -> None:
+    # Same as the first test, but a's jobs are non-preemptible (build): nothing may be reclaimed.
+    objects = [node("n1", gpus=8), gq("a", 8), gq("b", 4)]
+    for i in range(8):
+        objects += job(f"a{i}", "a", nodes="n1", priority_class="build", age=100 - i)
+    result = run([*objects, *job("b0", "b", gpus=4)], config=ONLY_RECLAIM)
+    assert result["rounds"][0]["evicted"] == []
+
+
+def test_gang_victims_are_evicted_whole() -> None:
+    # a runs one 4-pod gang (1 GPU each) and four 1-GPU jobs on one 8-GPU node; b needs 2 GPUs.
+    # Fair shares: a min(4, 8) = 4, b min(4, 2) = 2, the 2 left go to a: a = 6. b may reclaim
+    # (0 + 2 <= 2). a holds 8 > 6. Newest first: the gang (age 1) comes first; the strategy is checked
+    # before each chunk (8 > 6 holds), so the whole gang (4 GPUs) goes as one chunk - a gang is never
+    # half-evicted, and it cannot be placed again (b0 takes 2 of its 4 GPUs).
+    objects = [node("n1", gpus=8), gq("a", 4), gq("b", 4)]
+    objects += job("gang", "a", size=4, nodes="n1", age=1)
+    for i in range(4):
+        objects += job(f"a{i}", "a", nodes="n1", age=100 - i)
+    result = run([*objects, *job("b0", "b", gpus=2, age=0)], config=ONLY_RECLAIM)
+    evicted = evictions(result)
+    assert set(evicted) == {f"ns/gang-{i}" for i in range(4)}
+
+
+def test_reclaim_cli_subprocess(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tests.scenario import cli_json
+
+    path = write(two_queues_full_node(), tmp_path)
+    result = cli_json([path], "--rounds", "2")
+    first = result["rounds"][0]["evicted"]
+    assert {e["pod"] for e in first} == {f"ns/a{i}" for i in (4, 5, 6, 7)}
+    assert all(e["action"] == "reclaim" and e["by"] == "ns/b0" for e in first)
+    assert result["pods"]["ns/b0"]["status"] == "Running"
+
+
+# -- the saturation-ratio rule, on the validator itself -----------------------------------------------
+
+
+def _session_with_victim(multiplier: str | None):  # type: ignore[no-untyped-def]
+    """Queues p and q; q's job v runs 2 GPUs, p's job w waits for 2. Returns session, plugin, scenario
+    with v evicted and w placed in its stead."""
+    from kai.snapshot.builder import build_snapshot
+
+    objects = [node("n1", gpus=4), gq("p", 2), gq("q", 2)]
+    objects += job("v", "q", gpus=2, nodes="n1", age=10) + job("w", "p", gpus=2, age=1)
+    snapshot = build_snapshot(objects, now=1_767_225_600.0).snapshot
+    args = {} if multiplier is None else {"relcaimerSaturationMultiplier": multiplier}
+    config = SchedulerConfig(plugins=(PluginOption("predicates"), PluginOption("proportion", args)))
+    ssn, _ = open_session(snapshot, config)
+    plugin = ssn.accounting
+    stmt = Statement(ssn)
+    victim = ssn.jobs["ns/v"]
+    task = next(iter(victim.pods))
+    stmt.evict(task, "reclaim")
+    preemptor = ssn.jobs["ns/w"]
+    mine = next(iter(preemptor.pods))
+    stmt.pipeline(mine, "n1")
+    scenario = Scenario("reclaim", preemptor, [mine], [mine], [Chunk(victim, [task], [0])])
+    return ssn, plugin, scenario
+
+
+@pytest.mark.parametrize(
+    ("multiplier", "ok"),
+    [(None, False), ("1", False), ("0.5", True)],
+)
+def test_saturation_rule_and_its_multiplier(multiplier: str | None, ok: bool) -> None:
+    # The rule only bites when the reclaimer side ends above its fair share, which plain weights rarely
+    # produce: set the numbers by hand. p's fair share 1.6 GPUs; q holds 3 GPUs (one more than the
+    # snapshot's victim), deserved 0, fair share 1.
+    ssn, plugin, scenario = _session_with_victim(multiplier)
+    p, q = plugin.attrs["p"], plugin.attrs["q"]
+    p.fair_share = np.array([1.6, p.fair_share[1], p.fair_share[2]])
+    # q keeps 1 of 3 GPUs after losing 2: q holds 3 before (pretend one more pod of q elsewhere).
+    q.allocated = q.allocated + np.array([1.0, 0.0, 0.0])
+    q.deserved = np.array([0.0, -1.0, -1.0])
+    q.fair_share = np.array([1.0, q.fair_share[1], q.fair_share[2]])
+    # Before the chunk: q holds 3 > allocatable max(0, 1) = 1 -> MaintainFairShare holds.
+    # After: p ratio (0 + 2) / 1.6 = 1.25; q ratio (3 - 2) / 1 = 1.0.
+    # multiplier 1: 1.25 >= 1.0 -> rejected; 0.5: 0.625 < 1.0 -> accepted.
+    status = ssn.validate_scenario("reclaim", scenario)
+    assert status.ok is ok, status
+    if not ok:
+        assert status.reason == "ReclaimSaturation"
+    close_session(ssn)
+
+
+def test_multiplier_accepts_both_spellings_and_rejects_nonsense() -> None:
+    assert proportion_factory({"relcaimerSaturationMultiplier": "2"}).saturation_multiplier == 2.0
+    assert proportion_factory({"reclaimerUtilizationMultiplier": "1.5"}).saturation_multiplier == 1.5
+    assert proportion_factory({}).saturation_multiplier == 1.0
+    with pytest.raises(ValueError):
+        proportion_factory({"relcaimerSaturationMultiplier": "lots"})
+    with pytest.raises(ValueError):
+        proportion_factory({"relcaimerSaturationMultiplier": "0"})
