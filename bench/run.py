@@ -29,7 +29,7 @@ def measure(name: str, spec: dict, repeat: int) -> dict[str, float]:
     result = build_snapshot(objects, now=1_767_225_600.0)
     build = time.perf_counter() - t0
     gc.collect()
-    gc.freeze()  # the snapshot lives for the whole cycle: keep the collector off it, as kai simulate does
+    gc.freeze()  # the snapshot lives on: keep the collector off it (the cycle pauses the collector itself)
     assert not result.problems, result.problems[:3]
     timings: dict[str, float] = {}
     best_total = float("inf")
