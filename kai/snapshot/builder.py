@@ -15,6 +15,7 @@ from typing import Any
 
 from kai.api import keys
 from kai.api.errors import Problem
+from kai.api.gpusharing import parse_gpu_sharing
 from kai.api.quantity import QuantityError, as_float, cpu_millis
 from kai.api.timeutil import parse_duration, parse_time
 from kai.model import (
@@ -691,84 +692,18 @@ class SnapshotBuilder:
     ) -> GpuRequest | None:
         if requests is None:
             return None
-        fraction, memory, devices = 0.0, 0, 1
-        ok = True
-        raw = annotations.get(keys.GPU_FRACTION_ANNOTATION)
-        if raw is not None:
-            try:
-                fraction = float(raw)
-                if not 0 < fraction < 1:
-                    raise ValueError
-            except (TypeError, ValueError):
-                self._problem(
-                    "Pod",
-                    obj,
-                    f"metadata.annotations[{keys.GPU_FRACTION_ANNOTATION}]",
-                    f"must be a number between 0 and 1 (exclusive: whole GPUs are asked for with {GPU}), got {raw!r}",
-                )
-                ok = False
-        raw = annotations.get(keys.GPU_MEMORY_ANNOTATION)
-        if raw is not None:
-            try:
-                memory = int(str(raw))
-                if memory <= 0:
-                    raise ValueError
-            except ValueError:
-                self._problem(
-                    "Pod",
-                    obj,
-                    f"metadata.annotations[{keys.GPU_MEMORY_ANNOTATION}]",
-                    f"must be a positive whole number of MiB, got {raw!r}",
-                )
-                ok = False
-        raw = annotations.get(keys.GPU_FRACTION_NUM_DEVICES_ANNOTATION)
-        if raw is not None:
-            try:
-                devices = int(str(raw))
-                if devices <= 0:
-                    raise ValueError
-            except ValueError:
-                self._problem(
-                    "Pod",
-                    obj,
-                    f"metadata.annotations[{keys.GPU_FRACTION_NUM_DEVICES_ANNOTATION}]",
-                    f"must be a positive whole number, got {raw!r}",
-                )
-                ok = False
         whole = int(requests.get(GPU))
-        if ok and (fraction or memory):
-            if whole:
-                self._problem(
-                    "Pod",
-                    obj,
-                    f"metadata.annotations[{keys.GPU_FRACTION_ANNOTATION if fraction else keys.GPU_MEMORY_ANNOTATION}]",
-                    f"cannot be combined with a request of {GPU}",
-                )
-                ok = False
-            if fraction and memory:
-                self._problem(
-                    "Pod",
-                    obj,
-                    f"metadata.annotations[{keys.GPU_MEMORY_ANNOTATION}]",
-                    f"cannot be combined with {keys.GPU_FRACTION_ANNOTATION}",
-                )
-                ok = False
-        elif ok and raw is not None:
-            self._problem(
-                "Pod",
-                obj,
-                f"metadata.annotations[{keys.GPU_FRACTION_NUM_DEVICES_ANNOTATION}]",
-                f"needs {keys.GPU_FRACTION_ANNOTATION} or {keys.GPU_MEMORY_ANNOTATION}",
-            )
-            ok = False
-        if not ok:
+        sharing = parse_gpu_sharing(annotations, whole)
+        for fld, message in sharing.problems:
+            self._problem("Pod", obj, fld, message)
+        if sharing.problems:
             return None
         mig = tuple(sorted((n, int(a)) for n, a in requests.amounts.items() if n.startswith(keys.MIG_RESOURCE_PREFIX)))
         return GpuRequest(
             whole=whole,
-            fraction=fraction,
-            memory_mib=memory,
-            num_devices=devices if (fraction or memory) else 1,
+            fraction=sharing.fraction,
+            memory_mib=sharing.memory_mib,
+            num_devices=sharing.num_devices if sharing.shared else 1,
             mig=mig,
         )
 

@@ -133,3 +133,26 @@ def test_bad_config(tmp_path: Path) -> None:
     (tmp_path / "config.yaml").write_text('actions: "allocate, dance"\n')
     done = run_cli(["simulate", "-f", str(tmp_path / "snapshot.yaml"), "--config", str(tmp_path / "config.yaml")])
     assert done.returncode != 0 and "unknown action 'dance'" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("annotations", "gpus", "field", "words"),
+    [
+        ({"gpu-fraction": "0.5"}, 1, "gpu-fraction", "cannot be combined with a request of nvidia.com/gpu"),
+        ({"gpu-memory": "1000"}, 1, "gpu-memory", "cannot be combined with a request of nvidia.com/gpu"),
+        ({"gpu-memory": "1000", "gpu-fraction": "0.5"}, 0, "gpu-memory", "cannot be combined with gpu-fraction"),
+        ({"gpu-fraction-num-devices": "2"}, 0, "gpu-fraction-num-devices", "needs gpu-fraction or gpu-memory"),
+        ({"gpu-fraction": "0"}, 0, "gpu-fraction", "between 0 and 1"),
+        ({"gpu-fraction": "1"}, 0, "gpu-fraction", "between 0 and 1"),
+        ({"gpu-fraction": "half"}, 0, "gpu-fraction", "between 0 and 1"),
+        ({"gpu-memory": "-5"}, 0, "gpu-memory", "positive whole number of MiB"),
+        ({"gpu-memory": "1.5"}, 0, "gpu-memory", "positive whole number of MiB"),
+        ({"gpu-fraction": "0.5", "gpu-fraction-num-devices": "0"}, 0, "gpu-fraction-num-devices", "positive"),
+        ({"mps": "true"}, 0, "mps", "needs gpu-fraction or gpu-memory"),
+    ],
+)
+def test_contradictory_gpu_sharing_requests(
+    tmp_path: Path, annotations: dict[str, str], gpus: int, field: str, words: str
+) -> None:
+    err = simulate_error(tmp_path, [queue("q"), pod("p", queue="q", gpus=gpus, annotations=annotations)])
+    assert f"Pod ns/p: metadata.annotations[{field}]: " in err and words in err
