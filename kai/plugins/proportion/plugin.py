@@ -34,11 +34,25 @@ class QueueAttrs:
     allocated_np: np.ndarray = field(default_factory=lambda: np.zeros(3))  # of non-preemptible jobs
     fair_share: np.ndarray = field(default_factory=lambda: np.zeros(3))
 
+    @property
+    def label(self) -> str:
+        return self.queue.display_name or self.queue.name
+
     def allocatable(self, total: np.ndarray) -> np.ndarray:
         """max(deserved, fair share) capped by the limit; -1 deserved means the limit (or everything)."""
         limit = np.where(self.limit < 0, total, self.limit)
         share = np.where(self.deserved < 0, limit, np.minimum(np.maximum(self.deserved, self.fair_share), limit))
         return share
+
+
+def _first_over(path: list[QueueAttrs], request: np.ndarray, cap: str, used: str) -> tuple[QueueAttrs, int] | None:
+    """The first queue on the path (leaf first) and resource where used + request exceeds a set cap."""
+    for attrs in path:
+        caps, in_use = getattr(attrs, cap), getattr(attrs, used)
+        for col in range(3):
+            if caps[col] >= 0 and request[col] > 0 and in_use[col] + request[col] > caps[col] + 1e-9:
+                return attrs, col
+    return None
 
 
 def _fmt(col: int, amount: float) -> str:
@@ -251,36 +265,27 @@ class ProportionPlugin:
 
     # -- capacity checks ----------------------------------------------------------------------
     def check_capacity(self, job: PodGroupInfo, tasks: list[PodInfo]) -> Status:
+        """Section 4.5: limits at the leaf and every ancestor; non-preemptible jobs within deserved quota."""
         request = sum((self.queue_vector(t) for t in tasks), np.zeros(3))
         path = self._path(job.queue)
-        for attrs in path:
-            for col in range(3):
-                limit = attrs.limit[col]
-                if limit < 0 or request[col] <= 0:
-                    continue
-                if attrs.allocated[col] + request[col] > limit + 1e-9:
-                    name = attrs.queue.display_name or attrs.queue.name
-                    return unschedulable(
-                        "OverLimit",
-                        f"Queue {name} would exceed its limit of {_fmt(col, limit)}: "
-                        f"{_fmt(col, attrs.allocated[col])} in use and this job asks for "
-                        f"{_fmt(col, request[col])} more.",
-                    )
-        if not job.preemptible:
-            for attrs in path:
-                for col in range(3):
-                    deserved = attrs.deserved[col]
-                    if deserved < 0 or request[col] <= 0:
-                        continue
-                    if attrs.allocated_np[col] + request[col] > deserved + 1e-9:
-                        name = attrs.queue.display_name or attrs.queue.name
-                        return unschedulable(
-                            "NonPreemptibleOverQuota",
-                            f"Non-preemptible job would take queue {name} over its quota of "
-                            f"{_fmt(col, deserved)}: non-preemptible jobs already use "
-                            f"{_fmt(col, attrs.allocated_np[col])} and this job asks for "
-                            f"{_fmt(col, request[col])}. Only preemptible jobs may go over quota.",
-                        )
+        over = _first_over(path, request, "limit", "allocated")
+        if over is not None:
+            attrs, col = over
+            return unschedulable(
+                "OverLimit",
+                f"Queue {attrs.label} would exceed its limit of {_fmt(col, attrs.limit[col])}: "
+                f"{_fmt(col, attrs.allocated[col])} in use and this job asks for {_fmt(col, request[col])} more.",
+            )
+        over = None if job.preemptible else _first_over(path, request, "deserved", "allocated_np")
+        if over is not None:
+            attrs, col = over
+            return unschedulable(
+                "NonPreemptibleOverQuota",
+                f"Non-preemptible job would take queue {attrs.label} over its quota of "
+                f"{_fmt(col, attrs.deserved[col])}: non-preemptible jobs already use "
+                f"{_fmt(col, attrs.allocated_np[col])} and this job asks for {_fmt(col, request[col])}. "
+                f"Only preemptible jobs may go over quota.",
+            )
         return SUCCESS
 
     # -- queries ------------------------------------------------------------------------------
