@@ -10,7 +10,9 @@ from __future__ import annotations
 from kai.framework.action import register_action
 from kai.framework.session import Session
 from kai.framework.victims import queue_details, run_evicting_action
-from kai.model import ACTIVE, PodGroupInfo, PodInfo
+from kai.model import ACTIVE, PodGroupInfo, PodInfo, PodStatus
+
+_RUNNING = frozenset({PodStatus.RUNNING})
 
 
 def pending_jobs(ssn: Session) -> list[PodGroupInfo]:
@@ -18,7 +20,13 @@ def pending_jobs(ssn: Session) -> list[PodGroupInfo]:
 
 
 def running_preemptible(ssn: Session) -> list[PodGroupInfo]:
-    return [job for job in ssn.jobs.values() if job.preemptible and job.count(ACTIVE) > 0]
+    """Candidate victims: preemptible jobs with running pods and none placed earlier in this cycle
+    (evicting what was just placed would only undo the cycle's own work)."""
+    return [
+        job
+        for job in ssn.jobs.values()
+        if job.preemptible and job.count(ACTIVE) > 0 and job.count(ACTIVE) == job.count(_RUNNING)
+    ]
 
 
 def _message(ssn: Session):  # type: ignore[no-untyped-def]
