@@ -498,14 +498,14 @@ class Solver:
         ssn, job, stmt = self.ssn, self.job, self.stmt
         if leaf_short_of_allocations(job) is not None:
             stmt.convert_to_pipelined(job.key)
+        pods: dict[str, int] = {}
         for chunk in recorded:
             gpus = sum(task_gpus(ssn, t) for t in chunk.tasks)
             ssn.evicted_gpus[chunk.job.queue] = ssn.evicted_gpus.get(chunk.job.queue, 0.0) + gpus
-            lost = [t for t in chunk.tasks if t.status is PodStatus.RELEASING]
-            if lost:
-                ssn.fit_errors[chunk.job.key] = Status(
-                    Code.UNSCHEDULABLE, "Evicted", victim_note(ssn, self.action, job, chunk.job, len(lost))
-                )
+            pods[chunk.job.key] = pods.get(chunk.job.key, 0) + len(chunk.tasks)
+        for key, count in pods.items():
+            note = victim_note(ssn, self.action, job, ssn.jobs[key], count)
+            ssn.fit_errors[key] = Status(Code.UNSCHEDULABLE, "Evicted", note)
         stmt.commit()
 
 

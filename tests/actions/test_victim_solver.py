@@ -1,0 +1,62 @@
+"""Pieces of the victim solver that the scenario tests do not show: scheduling signatures, the
+cheap GPU filter, and which pods of a victim job go first."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kai.api.timeutil import parse_time
+from kai.cycle import open_session
+from kai.framework.config import SchedulerConfig
+from kai.framework.victims import Signatures, _gpu_feasible, tasks_to_evict
+from kai.snapshot.builder import build_snapshot
+from tests.actions.evict_helpers import gq, job
+from tests.scenario import NOW, node
+
+
+def snapshot_jobs(objects: list[dict]):  # type: ignore[no-untyped-def]
+    built = build_snapshot(objects, now=parse_time(NOW))
+    assert not built.problems
+    return built.snapshot
+
+
+def test_signature_skips_look_alikes_unless_easier() -> None:
+    objects = [node("n1"), gq("q", 1)]
+    objects += job("big", "q", gpus=4, size=2) + job("same", "q", gpus=4, size=2)
+    objects += job("fewer", "q", gpus=4, size=1) + job("smaller", "q", gpus=2, size=2)
+    picky = job("picky", "q", gpus=4, size=2)
+    for obj in picky[1:]:
+        obj["spec"]["nodeSelector"] = {"zone": "a"}
+    snap = snapshot_jobs(objects + picky)
+    jobs = snap.podgroups
+    sigs = Signatures()
+    sigs.record("q", jobs["ns/big"])
+    assert sigs.skip("q", jobs["ns/same"])  # same signature, not easier
+    assert not sigs.skip("q", jobs["ns/fewer"])  # fewer pending pods
+    assert not sigs.skip("q", jobs["ns/smaller"])  # a smaller request
+    assert not sigs.skip("q", jobs["ns/picky"])  # another node selector: another signature
+    assert not sigs.skip("other-queue", jobs["ns/same"])  # signatures are per queue
+
+
+def test_gpu_filter() -> None:
+    free = np.array([3.0, 3.0, 2.0])
+    assert _gpu_feasible(free, [3.0, 3.0])
+    assert not _gpu_feasible(free, [4.0])  # no node has 4
+    assert not _gpu_feasible(free, [3.0, 3.0, 3.0])  # 9 > 8 in all
+    assert not _gpu_feasible(free, [2.0, 2.0, 2.0, 2.0])  # floor(3/2) + floor(3/2) + 1 = 3 < 4
+    assert _gpu_feasible(free, [0.0, 0.0])  # no GPUs asked
+
+
+def test_elastic_victims_lose_extras_one_at_a_time_then_the_whole_gang() -> None:
+    objects = [node("n1"), gq("q", 8)]
+    objects += job("e", "q", size=4, min_member=2, nodes="n1")
+    ssn, _ = open_session(snapshot_jobs(objects), SchedulerConfig())
+    victim = ssn.jobs["ns/e"]
+    gone: set[str] = set()
+    chunks = []
+    for _ in range(3):
+        tasks, extra = tasks_to_evict(ssn, victim, gone)
+        chunks.append((sorted(t.name for t in tasks), extra))
+        gone.update(t.key for t in tasks)
+    assert chunks == [(["e-3"], True), (["e-2"], True), (["e-0", "e-1"], False)]
+    assert tasks_to_evict(ssn, victim, gone) == ([], False)
