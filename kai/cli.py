@@ -16,6 +16,7 @@ from rich.markup import escape
 
 from kai.api.errors import InvalidInput, Problem
 from kai.api.timeutil import parse_time
+from kai.cluster.cli import register as register_live
 from kai.devcluster.cli import app as devcluster_app
 
 app = typer.Typer(
@@ -25,6 +26,7 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(devcluster_app, name="dev-cluster")
+register_live(app)  # kai run, kai binder
 err = Console(stderr=True, highlight=False)
 
 

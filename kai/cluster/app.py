@@ -1,0 +1,196 @@
+"""Wiring: a live process with the scheduler role, the binder role, or both.
+
+KAI runs the scheduler and the binder as two Deployments; ``kai run`` runs both roles in one
+process by default (one cache, one lease, one port: the simplest thing for a dev cluster and
+for the tests), and ``kai run --no-binder`` + ``kai binder`` split them the way the Helm chart
+deploys them. Either way each role only acts while its process holds the role's Lease.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kai.cluster.binder import Binder
+from kai.cluster.cache import BINDER_KINDS, SCHEDULER_KINDS, ClusterCache
+from kai.cluster.events import EventRecorder
+from kai.cluster.kube import BIND_REQUESTS, Kube
+from kai.cluster.leader import LeaderElector
+from kai.cluster.metrics import HttpServer, Metrics
+from kai.cluster.scheduler import Scheduler
+from kai.cluster.status import StatusUpdater
+from kai.cluster.writers import BindRequestWriter, Evictor
+from kai.framework.config import SchedulerConfig
+
+log = logging.getLogger("kai.cluster")
+
+
+@dataclass
+class LiveOptions:
+    config: SchedulerConfig = field(default_factory=SchedulerConfig)
+    scheduler: bool = True
+    binder: bool = True
+    period: float = 1.0
+    leader_elect: bool = True
+    lease_namespace: str = "kai-scheduler"
+    lease_name: str = ""  # default: kai-scheduler, or kai-binder for a binder-only process
+    identity: str = ""
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    listen: str = "127.0.0.1:8080"  # host:port; port 0 picks a free one; "" serves nothing
+    binder_workers: int = 16
+    writers: int = 16
+    eviction_api: bool = False
+    record_dir: Path | None = None
+    record_every: int = 0
+    fake_gpu_uuids: bool = False
+    reservation_timeout: float = 40.0
+    max_cycles: int = 0
+
+
+class LiveProcess:
+    """Cache + leader election + scheduler and/or binder + HTTP endpoints."""
+
+    def __init__(self, kube: Kube, options: LiveOptions) -> None:
+        self.kube = kube
+        self.options = options
+        o = options
+        kinds = SCHEDULER_KINDS if o.scheduler else BINDER_KINDS
+        self.cache = ClusterCache(kube, kinds)
+        self.metrics = Metrics()
+        component = "kai-scheduler" if o.scheduler else "kai-binder"
+        self.events = EventRecorder(kube, component)
+        self.pool = ThreadPoolExecutor(o.writers, thread_name_prefix="writer")
+        self.scheduler: Scheduler | None = None
+        self.binder: Binder | None = None
+        self.leader: LeaderElector | None = None
+        if o.binder:
+            self.binder = Binder(
+                kube,
+                self.cache,
+                workers=o.binder_workers,
+                events=EventRecorder(kube, "kai-binder"),
+                fake_gpu_uuids=o.fake_gpu_uuids,
+                reservation_timeout=o.reservation_timeout,
+                on_bound=lambda pod, seconds: (
+                    self.metrics.pods_bound.inc(),
+                    self.metrics.task_bind.observe(seconds * 1000),
+                ),
+            )
+        if o.scheduler:
+            self.status = StatusUpdater(kube, self.events)
+            self.scheduler = Scheduler(
+                self.cache,
+                o.config,
+                bind_requests=BindRequestWriter(kube, self.cache.store(BIND_REQUESTS), self.events, self.pool),
+                evictor=Evictor(
+                    kube,
+                    self.events,
+                    self.pool,
+                    use_eviction_api=o.eviction_api,
+                    on_evicted=lambda e, job: self.metrics.evicted_pods.labels(job, "", "default", e.action).inc(),
+                ),
+                status=self.status,
+                events=self.events,
+                metrics=self.metrics,
+                period=o.period,
+                record_dir=o.record_dir,
+                record_every=o.record_every,
+            )
+        if o.leader_elect:
+            identity = o.identity or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+            self.leader = LeaderElector(
+                kube,
+                o.lease_namespace,
+                o.lease_name or component,
+                identity,
+                o.lease_duration,
+                o.renew_deadline,
+                o.retry_period,
+                on_change=self._leading,
+            )
+        self.http: HttpServer | None = None
+        if o.listen:
+            host, _, port = o.listen.rpartition(":")
+            self.http = HttpServer(
+                host or "0.0.0.0",
+                int(port),
+                self.metrics,
+                healthy=self.healthy,
+                ready=lambda: self.cache.synced,
+                snapshot=lambda: (
+                    self.scheduler.last_input.as_list() if self.scheduler and self.scheduler.last_input else None
+                ),
+            )
+        self._threads: list[threading.Thread] = []
+        self._stopped = threading.Event()
+
+    def is_leader(self) -> bool:
+        return self.leader.is_leader if self.leader is not None else True
+
+    def _leading(self, leading: bool) -> None:
+        self.metrics.is_leader.set(1 if leading else 0)
+        if self.binder is not None:
+            (self.binder.active.set if leading else self.binder.active.clear)()
+
+    def healthy(self) -> bool:
+        return self.scheduler.healthy() if self.scheduler is not None else not self._stopped.is_set()
+
+    def start(self) -> LiveProcess:
+        if self.http is not None:
+            self.http.start()
+        self.cache.start()
+        if self.leader is not None:
+            if self.binder is not None:
+                self.binder.active.clear()
+            self.leader.start()
+        else:
+            self.metrics.is_leader.set(1)
+        if self.binder is not None:
+            self.binder.start()
+        if self.scheduler is not None:
+            t = threading.Thread(
+                target=self.scheduler.run,
+                args=(self.is_leader, self.options.max_cycles),
+                name="scheduler",
+                daemon=True,
+            )
+            t.start()
+            self._threads.append(t)
+        return self
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until stopped (or the scheduler ran `max_cycles`); True if it ended."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._stopped.is_set():
+            if self._threads and not any(t.is_alive() for t in self._threads):
+                return True
+            if deadline is not None and time.monotonic() > deadline:
+                return False
+            self._stopped.wait(0.2)
+        return True
+
+    def stop(self) -> None:
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        if self.scheduler is not None:
+            self.scheduler.stop()
+        for t in self._threads:
+            t.join(10)
+        if self.binder is not None:
+            self.binder.stop()
+        if self.leader is not None:
+            self.leader.stop(release=True)
+        self.cache.stop()
+        if self.http is not None:
+            self.http.stop()
+        self.pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,208 @@
+"""The live cache: one reflector per kind the scheduler reads, and the per-cycle view of them.
+
+:meth:`ClusterCache.view` turns the stores into the plain object dicts that
+``kai.snapshot.builder.build_snapshot`` takes (the same builder ``kai simulate`` uses, so the
+live cycle and a simulation of a recorded snapshot decide the same thing), after applying
+KAI's BindRequest rules (section 1.2 of the behaviour note):
+
+* a pod with a non-failed BindRequest and no ``spec.nodeName`` is *Binding*: it is handed to
+  the builder as a shallow copy with ``spec.nodeName`` = the request's node (and the GPU-group
+  labels of a fractional request), so it holds its node's resources like a bound pod;
+* a failed BindRequest, one whose node is gone, and one whose pod is gone (or is another pod
+  of the same name) is *stale*: listed in ``view.stale_bind_requests`` for the scheduler to
+  delete; its pod is Pending again;
+* reservation pods (namespace ``kai-resource-reservation``) are left out: the GPU groups they
+  hold are accounted through the fractional pods that use them, as in KAI.
+
+The cache also keeps an index of pods by node (the binder's fit check reads it).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kai.api import keys
+from kai.cluster.kube import (
+    BIND_REQUESTS,
+    NODES,
+    PODGROUPS,
+    PODS,
+    PRIORITY_CLASSES,
+    QUEUES,
+    TOPOLOGIES,
+    Kube,
+    Resource,
+    object_key,
+)
+from kai.cluster.reflector import DELETED, Reflector, Store, wait_all_synced
+
+RESERVATION_NAMESPACE = "kai-resource-reservation"
+SCHEDULER_KINDS = (NODES, PODS, QUEUES, PODGROUPS, PRIORITY_CLASSES, BIND_REQUESTS, TOPOLOGIES)
+BINDER_KINDS = (NODES, PODS, BIND_REQUESTS)
+
+
+def bind_request_failed(br: dict[str, Any]) -> bool:
+    """KAI: phase Failed and failedAttempts >= backoffLimit, or no backoffLimit."""
+    status = br.get("status") or {}
+    if status.get("phase") != "Failed":
+        return False
+    limit = (br.get("spec") or {}).get("backoffLimit")
+    return limit is None or int(status.get("failedAttempts") or 0) >= int(limit)
+
+
+def owner_uid(br: dict[str, Any]) -> str:
+    for ref in (br.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("kind") == "Pod":
+            return str(ref.get("uid") or "")
+    return ""
+
+
+def as_binding(pod: dict[str, Any], br: dict[str, Any]) -> dict[str, Any]:
+    """A shallow copy of the pod as if bound to the BindRequest's node (with its GPU groups)."""
+    spec = br.get("spec") or {}
+    copy = dict(pod)
+    copy["spec"] = {**(pod.get("spec") or {}), "nodeName": spec.get("selectedNode")}
+    groups = spec.get("selectedGPUGroups") or []
+    if groups:
+        meta = dict(pod.get("metadata") or {})
+        labels = dict(meta.get("labels") or {})
+        labels.update(gpu_group_labels(groups))
+        meta["labels"] = labels
+        copy["metadata"] = meta
+    return copy
+
+
+def gpu_group_labels(groups: Iterable[str]) -> dict[str, str]:
+    """KAI's labels: `runai-gpu-group=<id>` for one device, `runai-gpu-group/<id>=<id>` for several."""
+    groups = list(groups)
+    if len(groups) == 1:
+        return {keys.GPU_GROUP_LABEL: groups[0]}
+    return {f"{keys.MULTI_GPU_GROUP_LABEL_PREFIX}{g}": g for g in groups}
+
+
+@dataclass
+class CacheView:
+    """What one cycle sees: the objects for the snapshot builder, and the raw objects by key."""
+
+    objects: list[dict[str, Any]]
+    pods: dict[str, dict[str, Any]]
+    podgroups: dict[str, dict[str, Any]]
+    queues: dict[str, dict[str, Any]]
+    nodes: dict[str, dict[str, Any]]
+    bind_requests: dict[str, dict[str, Any]]
+    binding: dict[str, str] = field(default_factory=dict)  # pod key -> node, for pods in Binding state
+    stale_bind_requests: list[tuple[dict[str, Any], str]] = field(default_factory=list)  # (BR, why)
+
+
+class ClusterCache:
+    """Reflectors for the kinds the scheduler (or the binder) reads, plus a pods-by-node index."""
+
+    def __init__(self, kube: Kube, kinds: Iterable[Resource] = SCHEDULER_KINDS, watch_timeout: int = 300) -> None:
+        self.kube = kube
+        self.reflectors: dict[str, Reflector] = {}
+        self.stores: dict[str, Store] = {}
+        self._by_node: dict[str, set[str]] = defaultdict(set)
+        self._node_of: dict[str, str] = {}
+        self._index_lock = threading.Lock()
+        for resource in kinds:
+            handler = self._index_pod if resource is PODS else None
+            r = Reflector(kube, resource, on_event=handler, watch_timeout=watch_timeout, name=resource.plural)
+            self.reflectors[resource.kind] = r
+            self.stores[resource.kind] = r.store
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def start(self) -> ClusterCache:
+        for r in self.reflectors.values():
+            r.start()
+        return self
+
+    def stop(self) -> None:
+        for r in self.reflectors.values():
+            r.stop()
+
+    def wait_synced(self, timeout: float = 60.0) -> bool:
+        return wait_all_synced(self.reflectors.values(), timeout)
+
+    @property
+    def synced(self) -> bool:
+        return all(r.synced.is_set() for r in self.reflectors.values())
+
+    def store(self, resource: Resource) -> Store:
+        return self.stores[resource.kind]
+
+    # -- pods by node ---------------------------------------------------------------------------
+    def _index_pod(self, event_type: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        key = object_key(obj)
+        node = "" if event_type == DELETED else str((obj.get("spec") or {}).get("nodeName") or "")
+        with self._index_lock:
+            previous = self._node_of.get(key, "")
+            if previous == node:
+                return
+            if previous:
+                self._by_node[previous].discard(key)
+                self._node_of.pop(key, None)
+            if node:
+                self._by_node[node].add(key)
+                self._node_of[key] = node
+
+    def pods_on_node(self, node: str) -> list[dict[str, Any]]:
+        store = self.stores[PODS.kind]
+        with self._index_lock:
+            names = list(self._by_node.get(node, ()))
+        return [p for p in (store.get(k) for k in names) if p is not None]
+
+    def assume_bound(self, pod: dict[str, Any], node: str) -> None:
+        """Record at once that we bound `pod` (the watch event follows; it carries the same node)."""
+        copy = dict(pod)
+        copy["spec"] = {**(pod.get("spec") or {}), "nodeName": node}
+        self.stores[PODS.kind].put(copy)
+        self._index_pod("MODIFIED", copy, pod)
+
+    # -- the per-cycle view ---------------------------------------------------------------------
+    def view(self) -> CacheView:
+        def items(resource: Resource) -> dict[str, dict[str, Any]]:
+            store = self.stores.get(resource.kind)
+            return store.items() if store is not None else {}
+
+        nodes, pods, brs = items(NODES), items(PODS), items(BIND_REQUESTS)
+        queues, podgroups = items(QUEUES), items(PODGROUPS)
+        objects: list[dict[str, Any]] = list(nodes.values())
+        objects.extend(queues.values())
+        objects.extend(podgroups.values())
+        objects.extend(items(PRIORITY_CLASSES).values())
+        objects.extend(items(TOPOLOGIES).values())
+        view = CacheView([], pods, podgroups, queues, nodes, brs)
+        live_br: dict[str, dict[str, Any]] = {}
+        for br in brs.values():
+            if (br.get("metadata") or {}).get("deletionTimestamp"):
+                continue
+            spec = br.get("spec") or {}
+            namespace = (br.get("metadata") or {}).get("namespace") or ""
+            pod_key = f"{namespace}/{spec.get('podName')}"
+            pod = pods.get(pod_key)
+            uid = owner_uid(br)
+            if pod is None or (uid and (pod.get("metadata") or {}).get("uid") != uid):
+                view.stale_bind_requests.append((br, "its pod is gone"))
+            elif bind_request_failed(br):
+                view.stale_bind_requests.append((br, f"binding failed: {(br.get('status') or {}).get('reason', '')}"))
+            elif spec.get("selectedNode") not in nodes:
+                view.stale_bind_requests.append((br, f"node {spec.get('selectedNode')!r} is gone"))
+            else:
+                live_br[pod_key] = br
+        for key, pod in pods.items():
+            if key.startswith(RESERVATION_NAMESPACE + "/"):
+                continue
+            br = live_br.get(key)
+            spec = pod.get("spec") or {}
+            if br is not None and not spec.get("nodeName"):
+                phase = (pod.get("status") or {}).get("phase")
+                if phase not in ("Succeeded", "Failed"):
+                    view.binding[key] = str((br.get("spec") or {}).get("selectedNode"))
+                    pod = as_binding(pod, br)
+            objects.append(pod)
+        view.objects = objects
+        return view

@@ -1,0 +1,260 @@
+"""The live scheduling loop: every period, cache view -> snapshot -> ``run_cycle`` -> ports.
+
+One cycle (:meth:`Scheduler.run_once`):
+
+1. read the clock once (``now``) and take the cache's view (``kai.cluster.cache``);
+2. delete stale BindRequests (failed, node gone, pod gone), so their pods are Pending again;
+3. ``build_snapshot(view.objects, now, scheduler_name)`` — the very builder ``kai simulate``
+   uses; objects it rejects are logged (once per problem) and get a warning event, and the
+   cycle goes on without them;
+4. ``run_cycle(snapshot, config, run_step)`` — the core, timed per step through ``run_step``;
+5. hand the decisions to the ports: :class:`~kai.cluster.writers.BindRequestWriter`,
+   :class:`~kai.cluster.writers.Evictor`, :class:`~kai.cluster.status.StatusUpdater`.
+
+The core never learns that it runs live: it gets a snapshot and returns ``Decisions``. For
+record-and-replay, the objects handed to the builder and ``now`` are kept (``last_input``) and
+can be written as a snapshot file that ``kai simulate -f FILE --now NOW`` replays.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from kai.api.errors import Problem
+from kai.api.timeutil import format_time
+from kai.cluster.cache import CacheView, ClusterCache
+from kai.cluster.events import EventRecorder
+from kai.cluster.metrics import Metrics
+from kai.cycle import run_cycle
+from kai.framework.config import SchedulerConfig
+from kai.framework.decisions import Binding, Decisions, Eviction
+from kai.model import ClusterSnapshot
+from kai.snapshot.builder import build_snapshot
+
+log = logging.getLogger("kai.cluster.scheduler")
+
+
+class BindRequestPort(Protocol):
+    def write(self, bindings: list[Binding], pods: dict, snapshot: ClusterSnapshot) -> list[Binding]: ...
+
+    def delete_stale(self, stale: list[tuple[dict[str, Any], str]]) -> int: ...
+
+
+class EvictorPort(Protocol):
+    def evict(self, evictions: list[Eviction], pods: dict, podgroups: dict, snapshot: ClusterSnapshot) -> list: ...
+
+
+class StatusPort(Protocol):
+    def update(
+        self, decisions: Decisions, snapshot: ClusterSnapshot, pods: dict, podgroups: dict, queues: dict
+    ) -> None: ...
+
+
+@dataclass
+class CycleInput:
+    """What a cycle's snapshot was built from: enough to replay it offline."""
+
+    now: float
+    objects: list[dict[str, Any]]
+
+    def as_list(self) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1",
+            "kind": "List",
+            "metadata": {"annotations": {"kai.scheduler/snapshot-time": format_time(self.now)}},
+            "items": self.objects,
+        }
+
+    def write(self, path: Path) -> Path:
+        """JSON is YAML: ``kai simulate -f`` reads this file as it is."""
+        path.write_text(json.dumps(self.as_list()))
+        return path
+
+
+@dataclass
+class CycleReport:
+    number: int
+    now: float
+    seconds: float
+    steps: dict[str, float]
+    decisions: Decisions
+    bound: list[Binding] = field(default_factory=list)
+    evicted: list[Eviction] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+
+class Scheduler:
+    def __init__(
+        self,
+        cache: ClusterCache,
+        config: SchedulerConfig,
+        *,
+        bind_requests: BindRequestPort,
+        evictor: EvictorPort,
+        status: StatusPort,
+        events: EventRecorder,
+        metrics: Metrics | None = None,
+        clock: Callable[[], float] = time.time,
+        period: float = 1.0,
+        record_dir: Path | None = None,
+        record_every: int = 0,
+        on_cycle: Callable[[CycleReport], None] | None = None,
+    ) -> None:
+        self.cache = cache
+        self.config = config
+        self.bind_requests = bind_requests
+        self.evictor = evictor
+        self.status = status
+        self.events = events
+        self.metrics = metrics
+        self.clock = clock
+        self.period = period
+        self.record_dir = record_dir
+        self.record_every = record_every
+        self.on_cycle = on_cycle
+        self.cycles = 0
+        self.last_input: CycleInput | None = None
+        self.last_report: CycleReport | None = None
+        self.last_loop = time.monotonic()
+        self._known_problems: set[Problem] = set()
+        self._stop = threading.Event()
+
+    # -- one cycle --------------------------------------------------------------------------------
+    def run_once(self) -> CycleReport:
+        started = time.perf_counter()
+        now = self.clock()
+        view = self.cache.view()
+        if view.stale_bind_requests:
+            self.bind_requests.delete_stale(view.stale_bind_requests)
+        result = build_snapshot(view.objects, now, self.config.params.scheduler_name)
+        self._report_problems(result.problems, view)
+        snapshot = result.snapshot
+        self.last_input = CycleInput(now, view.objects)
+        steps: dict[str, float] = {}
+
+        def run_step(name: str, step: Callable[[], None]) -> None:
+            t0 = time.perf_counter()
+            try:
+                step()
+            finally:
+                steps[name] = time.perf_counter() - t0
+
+        steps["snapshot"] = time.perf_counter() - started
+        decisions = run_cycle(snapshot, self.config, run_step)
+        t0 = time.perf_counter()
+        evicted = (
+            self.evictor.evict(decisions.evictions, view.pods, view.podgroups, snapshot) if decisions.evictions else []
+        )
+        bound = self.bind_requests.write(decisions.bindings, view.pods, snapshot) if decisions.bindings else []
+        steps["apply"] = time.perf_counter() - t0
+        self.status.update(decisions, snapshot, view.pods, view.podgroups, view.queues)
+        seconds = time.perf_counter() - started
+        self.cycles += 1
+        report = CycleReport(self.cycles, now, seconds, steps, decisions, bound, evicted, result.problems)
+        self.last_report = report
+        self._observe(report, snapshot, view)
+        if self.record_dir is not None and self.record_every and self.cycles % self.record_every == 0:
+            self.record(self.record_dir)
+        if self.on_cycle is not None:
+            self.on_cycle(report)
+        return report
+
+    def record(self, folder: Path) -> Path | None:
+        """Write the last cycle's input as `snapshot-<cycle>.yaml` (+ its decisions as JSON)."""
+        if self.last_input is None or self.last_report is None:
+            return None
+        folder.mkdir(parents=True, exist_ok=True)
+        path = self.last_input.write(folder / f"snapshot-{self.cycles:06d}.yaml")
+        d = self.last_report.decisions
+        decided = {
+            "now": format_time(self.last_input.now),
+            "bound": sorted(
+                ({"pod": b.pod, "node": b.node, "gpuGroups": sorted(b.gpu_groups)} for b in d.bindings),
+                key=lambda e: e["pod"],
+            ),
+            "pipelined": sorted(({"pod": p.pod, "node": p.node} for p in d.pipelined), key=lambda e: e["pod"]),
+            "evicted": sorted(
+                ({"pod": e.pod, "node": e.node, "action": e.action, "by": e.by} for e in d.evictions),
+                key=lambda e: (e["pod"], e["action"]),
+            ),
+        }
+        (folder / f"decisions-{self.cycles:06d}.json").write_text(json.dumps(decided, indent=1))
+        return path
+
+    def _report_problems(self, problems: list[Problem], view: CacheView) -> None:
+        fresh = set(problems) - self._known_problems
+        self._known_problems = set(problems)
+        for problem in sorted(fresh):
+            log.warning("left out of the snapshot: %s", problem)
+            kind, _, name = problem.obj.partition(" ")
+            raw = {"Pod": view.pods, "PodGroup": view.podgroups, "Queue": view.queues, "Node": view.nodes}.get(
+                kind, {}
+            ).get(name)
+            if raw is not None:
+                self.events.record(
+                    raw, "Warning", "InvalidObject", f"Not scheduled: {problem.field}: {problem.message}"
+                )
+
+    def _observe(self, report: CycleReport, snapshot: ClusterSnapshot, view: CacheView) -> None:
+        m = self.metrics
+        if m is None:
+            return
+        m.e2e.set(report.seconds * 1000)
+        m.cycle_seconds.observe(report.seconds)
+        for name, seconds in report.steps.items():
+            if name == "open_session":
+                m.open_session.set(seconds * 1000)
+            elif name == "close_session":
+                m.close_session.set(seconds * 1000)
+            elif name not in ("snapshot", "apply"):
+                m.action.labels(name).set(seconds * 1000)
+        m.pods_scheduled.inc(len(report.bound))
+        created = {p.key: p.creation for pg in snapshot.podgroups.values() for p in pg.pods}
+        scheduled_groups: set[str] = set()
+        for b in report.bound:
+            if created.get(b.pod):
+                m.task_scheduling.observe(max(0.0, report.now - created[b.pod]) * 1000)
+        jobs = {p.key: p.job_key for pg in snapshot.podgroups.values() for p in pg.pods}
+        for b in report.bound:
+            scheduled_groups.add(jobs.get(b.pod, ""))
+        if scheduled_groups:
+            m.podgroups_scheduled.labels("allocate").inc(len(scheduled_groups))
+        for e in report.evicted:
+            m.evictions.labels(e.action).inc()
+        for name, q in report.decisions.queues.items():
+            m.queue(name, q.fair_share, q.allocated)
+
+    # -- the loop -------------------------------------------------------------------------------
+    def run(self, is_leader: Callable[[], bool] = lambda: True, max_cycles: int = 0) -> None:
+        """Cycle every `period` while leading, until :meth:`stop` (or `max_cycles` cycles)."""
+        while not self._stop.is_set():
+            began = time.monotonic()
+            self.last_loop = began
+            if is_leader() and self.cache.synced:
+                try:
+                    report = self.run_once()
+                    log.debug(
+                        "cycle %d: %.1f ms, %d bound, %d evicted",
+                        report.number,
+                        report.seconds * 1000,
+                        len(report.bound),
+                        len(report.evicted),
+                    )
+                except Exception:
+                    log.exception("scheduling cycle failed")
+                if max_cycles and self.cycles >= max_cycles:
+                    return
+            self._stop.wait(max(0.0, self.period - (time.monotonic() - began)))
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def healthy(self, stuck_after: float = 60.0) -> bool:
+        return time.monotonic() - self.last_loop < max(stuck_after, 10 * self.period)

@@ -1,0 +1,304 @@
+"""The third port: status, conditions, annotations and events after each cycle, written only on change.
+
+What is written (section 10 of the behaviour note):
+
+* **pods** of a pending pod group with a reason: condition ``PodScheduled=False``, reason
+  ``Unschedulable``, the why-pending message (unless the PodGroup says
+  ``markUnschedulable: false``), and a warning event ``Unschedulable``;
+* **PodGroups**: ``status.phase``, ``status.resourcesStatus`` (requested, allocated,
+  allocatedNonPreemptible as quantities) and ``status.schedulingConditions`` (KAI's
+  ``UnschedulableOnNodePool`` entry with the message; cleared once the group runs), plus the
+  annotations ``kai.scheduler/last-start-timestamp`` and ``kai.scheduler/stale-podgroup-timestamp``
+  the cycle decided;
+* **Queues**: ``status.allocated``, ``status.requested`` and ``status.fairShare`` (quantities).
+
+"Only on change": the desired value is compared with what the cache shows *and* with the last
+value written (the watch event of our own write may not have arrived yet), so a steady cluster
+costs no writes at all. Writes run on a small pool (KAI uses 5 workers) and never block the cycle;
+a key whose write is still in flight is skipped until the next cycle.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from kai.api import keys
+from kai.api.timeutil import format_time
+from kai.cluster.events import EventRecorder
+from kai.cluster.kube import PODGROUPS, PODS, QUEUES, ApiError, Kube
+from kai.framework.decisions import Decisions
+from kai.model import ALIVE, CPU, GPU, ClusterSnapshot, PodStatus, Resources
+
+log = logging.getLogger("kai.cluster.status")
+
+NODE_POOL = "default"
+BOUND = frozenset({PodStatus.RUNNING, PodStatus.RELEASING})
+
+
+def quantity(name: str, amount: float) -> str:
+    """A quantity string for a resource amount in the model's units (cpu in millicores)."""
+    if name == CPU:
+        return f"{round(amount)}m"
+    if abs(amount - round(amount)) < 1e-9:
+        return str(round(amount))
+    return f"{amount:.3f}".rstrip("0").rstrip(".")
+
+
+def quantities(res: Resources) -> dict[str, str]:
+    return {n: quantity(n, a) for n, a in sorted(res.amounts.items()) if a and n != "pods"}
+
+
+def queue_quantities(values: dict[str, float]) -> dict[str, str]:
+    """QueueReport units (``gpu`` devices, ``cpu`` millicores, ``memory`` MB) as Kubernetes quantities."""
+    out = {}
+    for name, amount in values.items():
+        if amount < 0:
+            continue  # unlimited: no quantity says it
+        if name == "cpu":
+            out["cpu"] = f"{round(amount)}m"
+        elif name == "memory":
+            out["memory"] = str(round(amount * 1_000_000))
+        elif name == "gpu":
+            out[keys.GPU_RESOURCE] = quantity(GPU, amount)
+    return out
+
+
+class StatusUpdater:
+    """Port: writes what a cycle found out, asynchronously and only on change."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        events: EventRecorder,
+        workers: int = 5,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.kube = kube
+        self.events = events
+        self.pool = ThreadPoolExecutor(workers, thread_name_prefix="status")
+        self._written: dict[str, Any] = {}
+        self._in_flight: set[str] = set()
+        self._lock = threading.Lock()
+        self.writes = 0
+        self.skipped = 0
+        self._transition = 0
+
+    # -- the cycle's entry point ----------------------------------------------------------------
+    def update(
+        self, decisions: Decisions, snapshot: ClusterSnapshot, pods: dict, podgroups: dict, queues: dict
+    ) -> None:
+        bound = {b.pod for b in decisions.bindings}
+        evicted = {e.pod for e in decisions.evictions}
+        now = format_time(snapshot.now)
+        for key, pg in snapshot.podgroups.items():
+            outcome = decisions.jobs.get(key)
+            raw_pg = podgroups.get(key)
+            pending_pods = [p for p in pg.pods if p.status is PodStatus.PENDING and p.key not in bound]
+            message = outcome.message if outcome else ""
+            reason = outcome.reason if outcome else ""
+            mark = raw_pg is None or (raw_pg.get("spec") or {}).get("markUnschedulable") is not False
+            explain = bool(message) and reason not in ("NotReady", "Pipelined") and pending_pods
+            if explain:
+                for pod in pending_pods:
+                    raw = pods.get(pod.key)
+                    if raw is None:
+                        continue
+                    self.events.record(raw, "Warning", "Unschedulable", message)
+                    if mark:
+                        self._pod_condition(raw, message, now)
+            elif message and reason == "NotReady" and raw_pg is not None:
+                self.events.record(raw_pg, "Normal", "NotReady", message)
+            if raw_pg is not None:
+                self._podgroup(key, pg, raw_pg, decisions, bound, evicted, message if explain else "", reason, now)
+        for name, report in decisions.queues.items():
+            raw_queue = queues.get(name)
+            if raw_queue is None:
+                continue
+            desired = {
+                "allocated": queue_quantities(report.allocated),
+                "requested": queue_quantities(report.requested),
+                "fairShare": queue_quantities(report.fair_share),
+            }
+            self._write_status(f"Queue {name}", QUEUES.path(name=name, sub="status"), raw_queue, desired)
+
+    # -- pods -----------------------------------------------------------------------------------
+    def _pod_condition(self, raw: dict[str, Any], message: str, now: str) -> None:
+        for cond in (raw.get("status") or {}).get("conditions") or []:
+            if (
+                cond.get("type") == "PodScheduled"
+                and cond.get("status") == "False"
+                and cond.get("reason") == "Unschedulable"
+                and cond.get("message") == message
+            ):
+                return
+        meta = raw["metadata"]
+        key = f"Pod {meta['namespace']}/{meta['name']}/{meta.get('uid')}"
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+            "lastTransitionTime": now,
+        }
+        memo = ("PodScheduled", message)
+        self._submit(
+            key,
+            memo,
+            lambda: self.kube.patch(
+                PODS.path(meta["namespace"], meta["name"], "status"),
+                {"status": {"conditions": [condition]}},
+                kind="strategic",
+            ),
+        )
+
+    # -- pod groups -----------------------------------------------------------------------------
+    def _podgroup(
+        self,
+        key: str,
+        pg: Any,
+        raw: dict[str, Any],
+        decisions: Decisions,
+        bound: set[str],
+        evicted: set[str],
+        message: str,
+        reason: str,
+        now: str,
+    ) -> None:
+        requested, allocated = Resources(), Resources()
+        running = pending = succeeded = failed = 0
+        for pod in pg.pods:
+            status = pod.status
+            if pod.key in bound:
+                status = PodStatus.RUNNING
+            elif pod.key in evicted:
+                status = PodStatus.RELEASING
+            if status in ALIVE:
+                requested.add(pod.requests)
+            if status in (PodStatus.RUNNING, PodStatus.ALLOCATED):
+                allocated.add(pod.requests)
+                running += 1
+            elif status in (PodStatus.PENDING, PodStatus.GATED, PodStatus.PIPELINED):
+                pending += 1
+            elif status is PodStatus.SUCCEEDED:
+                succeeded += 1
+            elif status is PodStatus.FAILED:
+                failed += 1
+        outcome = decisions.jobs.get(key)
+        desired: dict[str, Any] = {
+            "phase": "Running" if running and running >= pg.min_member else (outcome.status if outcome else "Pending"),
+            "running": running,
+            "pending": pending,
+            "succeeded": succeeded,
+            "failed": failed,
+            "resourcesStatus": {
+                "requested": quantities(requested),
+                "allocated": quantities(allocated),
+                "allocatedNonPreemptible": {} if pg.preemptible else quantities(allocated),
+            },
+        }
+        current = raw.get("status") or {}
+        old_conditions = current.get("schedulingConditions") or []
+        if message:
+            same = [
+                c
+                for c in old_conditions
+                if c.get("nodePool") == NODE_POOL and c.get("message") == message and c.get("reason") == "Unschedulable"
+            ]
+            if same:
+                desired["schedulingConditions"] = old_conditions
+            else:
+                ids = [
+                    int(c.get("transitionID") or 0) for c in old_conditions if str(c.get("transitionID", "")).isdigit()
+                ]
+                desired["schedulingConditions"] = [
+                    {
+                        "type": "UnschedulableOnNodePool",
+                        "nodePool": NODE_POOL,
+                        "reason": "Unschedulable",
+                        "message": message,
+                        "reasons": [{"reason": reason or "PodSchedulingErrors", "message": message}],
+                        "transitionID": str(max(ids, default=0) + 1),
+                        "lastTransitionTime": now,
+                        "status": "True",
+                    }
+                ]
+        elif old_conditions and running:
+            desired["schedulingConditions"] = []
+        self._write_status(
+            f"PodGroup {key}",
+            PODGROUPS.path(raw["metadata"]["namespace"], raw["metadata"]["name"], "status"),
+            raw,
+            desired,
+        )
+        annotations: dict[str, str | None] = {}
+        have = (raw.get("metadata") or {}).get("annotations") or {}
+        if key in decisions.last_start:
+            value = format_time(decisions.last_start[key])
+            if have.get(keys.LAST_START_TIMESTAMP_ANNOTATION) != value:
+                annotations[keys.LAST_START_TIMESTAMP_ANNOTATION] = value
+        if key in decisions.stale_since:
+            moment = decisions.stale_since[key]
+            value = format_time(moment) if moment is not None else None
+            if have.get(keys.STALE_TIMESTAMP_ANNOTATION) != value:
+                annotations[keys.STALE_TIMESTAMP_ANNOTATION] = value
+        if annotations:
+            meta = raw["metadata"]
+            self._submit(
+                f"PodGroup {key} annotations",
+                annotations,
+                lambda: self.kube.patch(
+                    PODGROUPS.path(meta["namespace"], meta["name"]), {"metadata": {"annotations": annotations}}
+                ),
+            )
+
+    # -- plumbing -------------------------------------------------------------------------------
+    def _write_status(self, key: str, path: str, raw: dict[str, Any], desired: dict[str, Any]) -> None:
+        current = raw.get("status") or {}
+        if all(_same(current.get(k), v) for k, v in desired.items()):
+            with self._lock:
+                self._written[key] = desired
+            return
+        self._submit(key, desired, lambda: self.kube.patch(path, {"status": desired}))
+
+    def _submit(self, key: str, memo: Any, write: Callable[[], Any]) -> None:
+        with self._lock:
+            if self._written.get(key) == memo or key in self._in_flight:
+                self.skipped += 1
+                return
+            self._in_flight.add(key)
+
+        def run() -> None:
+            try:
+                write()
+                with self._lock:
+                    self._written[key] = memo
+                self.writes += 1
+            except ApiError as err:
+                if err.status != 404:
+                    log.warning("%s: status not written: %s", key, err)
+            finally:
+                with self._lock:
+                    self._in_flight.discard(key)
+
+        self.pool.submit(run)
+
+    def forget(self, key: str) -> None:
+        with self._lock:
+            self._written.pop(key, None)
+
+    def shutdown(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=False)
+
+
+def _same(have: Any, want: Any) -> bool:
+    """Whether the object's current value already says what we want (empty == absent)."""
+    if not want and not have:
+        return True
+    if isinstance(want, dict) and isinstance(have, dict):
+        keys_ = set(want) | set(have)
+        return all(_same(have.get(k), want.get(k)) for k in keys_)
+    return have == want
