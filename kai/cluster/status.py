@@ -273,6 +273,7 @@ class StatusUpdater:
 
         def run() -> None:
             try:
+                log.debug("writing %s: %s", key, memo)
                 write()
                 with self._lock:
                     self._written[key] = memo
