@@ -178,6 +178,8 @@ def test_error_message_names_object_and_field() -> None:
 def test_grouping_rules_import_only_the_standard_library_and_kai_api() -> None:
     allowed_stdlib = {"__future__", "collections", "dataclasses", "functools", "json", "re", "typing"}
     for path in Path(kai.podgrouper.__file__).parent.glob("*.py"):
+        if path.name.startswith("controller"):  # the controller is the adapter: it may use kai.cluster
+            continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 modules = [alias.name for alias in node.names]

@@ -1,0 +1,358 @@
+"""Admission rules as pure functions: GPU-sharing validation, runtime-class mutation, Queue and PodGroup checks.
+
+Every function takes plain object dicts (as the API server sends them) and
+returns values: a list of :class:`~kai.api.errors.Problem` (empty = allowed) or a
+JSONPatch list (empty = nothing to change). No I/O, no client: the webhook server
+(`kai.admission.server`) is one adapter, the offline snapshot loader can be another.
+
+Rules (KAI's admission plugins, section 9 of the behaviour reference):
+
+* pod, GPU sharing (only pods for the kai scheduler): with sharing disabled, no
+  `gpu-fraction` / `gpu-memory`; a fraction must lie in (0, 1) and excludes
+  whole-GPU limits and `gpu-memory`; `gpu-memory` is a positive integer (MiB) and
+  excludes whole GPUs; `gpu-fraction-num-devices` is a positive integer and needs a
+  fraction or memory request; `mps: "true"` needs a fraction or memory request;
+  `gpu-fraction-container-name` must name one of the pod's containers.
+* pod, runtime class: a pod requesting any GPU (whole, MIG or shared) and naming no
+  `runtimeClassName` gets the configured one (default `nvidia`; empty disables);
+  GPU reservation pods are exempt.
+* Queue: `spec.resources` is required; every quota / limit is -1 (unlimited) or
+  >= 0; `overQuotaWeight` >= 0; a quota above its limit is rejected; a queue is not
+  its own parent.
+* PodGroup: sub-group names unique, every parent exists, no cycles.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from kai.api import keys
+from kai.api.errors import Problem
+from kai.api.quantity import QuantityError, parse_quantity
+
+MPS_ANNOTATION = "mps"
+RESERVATION_NAMESPACE = "kai-resource-reservation"
+RESERVATION_APP_LABEL = "kai-resource-reservation"
+DEFAULT_GPU_RUNTIME_CLASS = "nvidia"
+SHARING_ANNOTATIONS = (
+    keys.GPU_FRACTION_ANNOTATION,
+    keys.GPU_MEMORY_ANNOTATION,
+    keys.GPU_FRACTION_NUM_DEVICES_ANNOTATION,
+    keys.GPU_FRACTION_CONTAINER_ANNOTATION,
+    MPS_ANNOTATION,
+)
+QUEUE_RESOURCES = ("gpu", "cpu", "memory")
+
+KubeObject = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class PodRules:
+    """Configuration of the pod webhooks (KAI's admission settings)."""
+
+    scheduler_name: str = keys.SCHEDULER_NAME
+    gpu_sharing: bool = False
+    gpu_runtime_class: str = DEFAULT_GPU_RUNTIME_CLASS
+    reservation_namespace: str = RESERVATION_NAMESPACE
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Reading pods
+
+
+def _meta(obj: KubeObject) -> Mapping[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def _spec(obj: KubeObject) -> Mapping[str, Any]:
+    return obj.get("spec") or {}
+
+
+def describe(obj: KubeObject, kind: str) -> str:
+    """`Kind namespace/name` (or `Kind name`); a pod created with generateName shows `prefix*`."""
+    meta = _meta(obj)
+    name = meta.get("name") or (f"{meta['generateName']}*" if meta.get("generateName") else "")
+    namespace = meta.get("namespace")
+    return f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
+
+
+def _containers(pod: KubeObject) -> list[Mapping[str, Any]]:
+    spec = _spec(pod)
+    return [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
+
+
+def _resource_amount(container: Mapping[str, Any], resource: str) -> Decimal:
+    resources = container.get("resources") or {}
+    amount = Decimal(0)
+    for section in ("limits", "requests"):
+        value = (resources.get(section) or {}).get(resource)
+        if value is None:
+            continue
+        try:
+            amount = max(amount, parse_quantity(value))
+        except QuantityError:
+            continue
+    return amount
+
+
+def whole_gpus(pod: KubeObject) -> Decimal:
+    """The most `nvidia.com/gpu` any one container asks for (limits or requests)."""
+    return max((_resource_amount(c, keys.GPU_RESOURCE) for c in _containers(pod)), default=Decimal(0))
+
+
+def requests_mig(pod: KubeObject) -> bool:
+    for container in _containers(pod):
+        resources = container.get("resources") or {}
+        for section in ("limits", "requests"):
+            if any(str(name).startswith(keys.MIG_RESOURCE_PREFIX) for name in resources.get(section) or {}):
+                return True
+    return False
+
+
+def requests_shared_gpu(pod: KubeObject) -> bool:
+    annotations = _meta(pod).get("annotations") or {}
+    return keys.GPU_FRACTION_ANNOTATION in annotations or keys.GPU_MEMORY_ANNOTATION in annotations
+
+
+def requests_gpu(pod: KubeObject) -> bool:
+    """Any GPU: whole (`nvidia.com/gpu`), a MIG slice, or a shared GPU (fraction or memory annotation)."""
+    return whole_gpus(pod) > 0 or requests_mig(pod) or requests_shared_gpu(pod)
+
+
+def for_scheduler(pod: KubeObject, scheduler_name: str) -> bool:
+    return _spec(pod).get("schedulerName") == scheduler_name
+
+
+def is_reservation_pod(pod: KubeObject, reservation_namespace: str = RESERVATION_NAMESPACE) -> bool:
+    """A GPU reservation pod of the binder: its namespace, or its `app` label."""
+    meta = _meta(pod)
+    labels = meta.get("labels") or {}
+    return meta.get("namespace") == reservation_namespace or labels.get("app") == RESERVATION_APP_LABEL
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Pods: GPU sharing
+
+
+def _annotation_field(key: str) -> str:
+    return f"metadata.annotations[{key}]"
+
+
+def _positive_int(value: str) -> int | None:
+    text = value.strip()
+    if not text.isdigit():
+        return None
+    number = int(text)
+    return number if number > 0 else None
+
+
+def validate_gpu_sharing(pod: KubeObject, gpu_sharing: bool = True) -> list[Problem]:
+    """Every GPU-sharing rule the pod breaks; each problem names the annotation at fault."""
+    obj = describe(pod, "Pod")
+    annotations: Mapping[str, str] = _meta(pod).get("annotations") or {}
+    fraction_text = annotations.get(keys.GPU_FRACTION_ANNOTATION)
+    memory_text = annotations.get(keys.GPU_MEMORY_ANNOTATION)
+    devices_text = annotations.get(keys.GPU_FRACTION_NUM_DEVICES_ANNOTATION)
+    container_name = annotations.get(keys.GPU_FRACTION_CONTAINER_ANNOTATION)
+    mps = annotations.get(MPS_ANNOTATION)
+    problems: list[Problem] = []
+
+    def reject(key: str, message: str) -> None:
+        problems.append(Problem(obj, _annotation_field(key), message))
+
+    if not gpu_sharing:
+        for key in (keys.GPU_FRACTION_ANNOTATION, keys.GPU_MEMORY_ANNOTATION):
+            if key in annotations:
+                reject(key, "GPU sharing is disabled on this cluster (enable it with the Helm value global.gpuSharing)")
+        return problems
+
+    whole = whole_gpus(pod)
+    if fraction_text is not None:
+        try:
+            fraction = float(fraction_text)
+        except ValueError:
+            fraction = math.nan
+        if not (0 < fraction < 1):  # also catches NaN
+            reject(keys.GPU_FRACTION_ANNOTATION, f"must be a number between 0 and 1 (exclusive), got {fraction_text!r}")
+        if whole > 0:
+            reject(
+                keys.GPU_FRACTION_ANNOTATION,
+                f"cannot be combined with a whole-GPU request ({keys.GPU_RESOURCE}: {whole}); ask for one or the other",
+            )
+    if memory_text is not None:
+        if _positive_int(memory_text) is None:
+            reject(keys.GPU_MEMORY_ANNOTATION, f"must be a positive integer (MiB), got {memory_text!r}")
+        if fraction_text is not None:
+            reject(
+                keys.GPU_MEMORY_ANNOTATION,
+                f"cannot be combined with {keys.GPU_FRACTION_ANNOTATION}; ask for a fraction or an amount of memory",
+            )
+        if whole > 0:
+            reject(
+                keys.GPU_MEMORY_ANNOTATION,
+                f"cannot be combined with a whole-GPU request ({keys.GPU_RESOURCE}: {whole}); ask for one or the other",
+            )
+    shared = fraction_text is not None or memory_text is not None
+    if devices_text is not None:
+        if _positive_int(devices_text) is None:
+            reject(keys.GPU_FRACTION_NUM_DEVICES_ANNOTATION, f"must be a positive integer, got {devices_text!r}")
+        if not shared:
+            reject(
+                keys.GPU_FRACTION_NUM_DEVICES_ANNOTATION,
+                f"needs {keys.GPU_FRACTION_ANNOTATION} or {keys.GPU_MEMORY_ANNOTATION} (the share to take on each GPU)",
+            )
+    if mps is not None and mps.strip().lower() == "true" and not shared:
+        reject(
+            MPS_ANNOTATION,
+            f"MPS is only for shared GPUs: set {keys.GPU_FRACTION_ANNOTATION} or {keys.GPU_MEMORY_ANNOTATION}",
+        )
+    if container_name is not None:
+        names = {str(c.get("name")) for c in _containers(pod)}
+        if container_name not in names:
+            reject(
+                keys.GPU_FRACTION_CONTAINER_ANNOTATION,
+                f"names container {container_name!r}, which the pod does not have (it has {', '.join(sorted(names))})",
+            )
+    return problems
+
+
+def sharing_request_changed(old: KubeObject, new: KubeObject) -> bool:
+    """True when an update changes what the pod asks of GPUs (annotations or GPU resources)."""
+    old_annotations = _meta(old).get("annotations") or {}
+    new_annotations = _meta(new).get("annotations") or {}
+    if any(old_annotations.get(key) != new_annotations.get(key) for key in SHARING_ANNOTATIONS):
+        return True
+    return whole_gpus(old) != whole_gpus(new)
+
+
+def validate_pod(pod: KubeObject, rules: PodRules, old: KubeObject | None = None) -> list[Problem]:
+    """The pod webhook's verdict. Pods for other schedulers pass; an update that leaves the GPU request
+    alone passes too (a pod admitted before the webhook existed must stay patchable)."""
+    if not for_scheduler(pod, rules.scheduler_name):
+        return []
+    if old is not None and not sharing_request_changed(old, pod):
+        return []
+    return validate_gpu_sharing(pod, rules.gpu_sharing)
+
+
+def mutate_pod(pod: KubeObject, rules: PodRules) -> list[dict[str, Any]]:
+    """The JSONPatch (RFC 6902) the mutating webhook returns: the GPU runtime class where it applies."""
+    if not for_scheduler(pod, rules.scheduler_name) or not rules.gpu_runtime_class:
+        return []
+    if _spec(pod).get("runtimeClassName") or is_reservation_pod(pod, rules.reservation_namespace):
+        return []
+    if not requests_gpu(pod):
+        return []
+    return [{"op": "add", "path": "/spec/runtimeClassName", "value": rules.gpu_runtime_class}]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Queues
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def validate_queue(queue: KubeObject) -> list[Problem]:
+    """Problems of a `scheduling.run.ai/v2` Queue (empty when valid)."""
+    obj = describe(queue, "Queue")
+    spec = _spec(queue)
+    problems: list[Problem] = []
+    if spec.get("parentQueue") and spec.get("parentQueue") == _meta(queue).get("name"):
+        problems.append(Problem(obj, "spec.parentQueue", "a queue cannot be its own parent"))
+    resources = spec.get("resources")
+    if not isinstance(resources, Mapping):
+        message = "must be specified (quota, limit and overQuotaWeight per resource)"
+        problems.append(Problem(obj, "spec.resources", message))
+        return problems
+    for resource in QUEUE_RESOURCES:
+        values = resources.get(resource)
+        if values is None:
+            continue
+        base = f"spec.resources.{resource}"
+        if not isinstance(values, Mapping):
+            problems.append(Problem(obj, base, "must be an object with quota, limit and overQuotaWeight"))
+            continue
+        numbers: dict[str, float] = {}
+        for field in ("quota", "limit"):
+            if field not in values or values[field] is None:
+                continue
+            number = _number(values[field])
+            if number is None or not (number == -1 or number >= 0):
+                problems.append(
+                    Problem(obj, f"{base}.{field}", f"must be -1 (unlimited) or a number >= 0, got {values[field]!r}")
+                )
+            else:
+                numbers[field] = number
+        if values.get("overQuotaWeight") is not None:
+            weight = _number(values["overQuotaWeight"])
+            if weight is None or weight < 0:
+                problems.append(
+                    Problem(obj, f"{base}.overQuotaWeight", f"must be a number >= 0, got {values['overQuotaWeight']!r}")
+                )
+        quota, limit = numbers.get("quota"), numbers.get("limit")
+        if quota is not None and limit is not None and quota >= 0 and limit >= 0 and quota > limit:
+            problems.append(Problem(obj, f"{base}.quota", f"{quota:g} is above the limit {limit:g}"))
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------------------
+# PodGroups
+
+
+def validate_podgroup(podgroup: KubeObject) -> list[Problem]:
+    """Sub-group integrity of a `scheduling.run.ai/v2alpha2` PodGroup: unique names, known parents, no cycles.
+
+    Parent names are matched lower-cased, as the scheduler does.
+    """
+    obj = describe(podgroup, "PodGroup")
+    sub_groups: Sequence[Any] = _spec(podgroup).get("subGroups") or []
+    problems: list[Problem] = []
+    index_of: dict[str, int] = {}
+    for index, group in enumerate(sub_groups):
+        name = str((group or {}).get("name") or "")
+        if not name:
+            problems.append(Problem(obj, f"spec.subGroups[{index}].name", "is required"))
+            continue
+        key = name.lower()
+        if key in index_of:
+            problems.append(
+                Problem(
+                    obj, f"spec.subGroups[{index}].name", f"{name!r} is already used by spec.subGroups[{index_of[key]}]"
+                )
+            )
+            continue
+        index_of[key] = index
+    parent_of: dict[str, str] = {}
+    for index, group in enumerate(sub_groups):
+        parent = (group or {}).get("parent")
+        name = str((group or {}).get("name") or "").lower()
+        if parent is None or not name:
+            continue
+        if str(parent).lower() not in index_of:
+            message = f"names sub-group {parent!r}, which does not exist"
+            problems.append(Problem(obj, f"spec.subGroups[{index}].parent", message))
+            continue
+        parent_of.setdefault(name, str(parent).lower())
+    reported: set[str] = set()
+    for start in parent_of:
+        seen: list[str] = []
+        current: str | None = start
+        while current is not None and current not in seen:
+            seen.append(current)
+            current = parent_of.get(current)
+        if current is None or current in reported:
+            continue
+        cycle = seen[seen.index(current) :]
+        reported.update(cycle)
+        index = index_of[current]
+        path = " -> ".join([*(str(sub_groups[index_of[n]]["name"]) for n in cycle), str(sub_groups[index]["name"])])
+        problems.append(Problem(obj, f"spec.subGroups[{index}].parent", f"forms a cycle: {path}"))
+    return problems
