@@ -12,10 +12,11 @@ from tests.scenario import cli_json, node, run, write
 
 
 def gang_victim() -> list[dict]:
-    """Queue a runs one 8-pod gang (1 GPU each) filling an 8-GPU node; queue b wants 1 GPU.
-    Fair shares: b min(4, 1) = 1, a gets the other 7. b may reclaim (0 + 1 <= 1) and a is above its
-    share (8 > 7), so without a budget the whole gang (8 GPUs) goes to make room for 1 GPU."""
-    objects = [node("n1", gpus=8), gq("a", 4), gq("b", 4)]
+    """Queue a (quota 0) runs one 8-pod gang (1 GPU each) filling an 8-GPU node; queue b (quota 4)
+    wants 1 GPU. Fair shares: b min(4, 1) = 1, a gets the other 7 over quota. b may reclaim
+    (0 + 1 <= 1) and a is above its share (8 > 7), so without a budget the whole gang (8 GPUs) goes
+    to make room for 1 GPU (a does not drop below its quota of 0)."""
+    objects = [node("n1", gpus=8), gq("a", 0), gq("b", 4)]
     objects += job("gang", "a", size=8, nodes="n1", age=10)
     return objects + job("small", "b", age=1)
 

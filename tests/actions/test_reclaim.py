@@ -243,3 +243,32 @@ def test_multiplier_accepts_both_spellings_and_rejects_nonsense() -> None:
         proportion_factory({"relcaimerSaturationMultiplier": "lots"})
     with pytest.raises(ValueError):
         proportion_factory({"relcaimerSaturationMultiplier": "0"})
+
+
+def test_a_big_gang_is_not_reclaimed_when_that_would_take_its_queue_below_quota() -> None:
+    # ⚠ kai's choice: a (quota 4) holds one 8-GPU gang; b (quota 4) wants 1 GPU. Fair shares: b 1,
+    # a 7. KAI checks the victim queue only before each chunk (8 > 7) and would evict all 8 GPUs,
+    # leaving a at 0 < its quota of 4. kai refuses: a reclaim never takes a queue below its quota.
+    objects = [node("n1", gpus=8), gq("a", 4), gq("b", 4)]
+    objects += job("gang", "a", size=8, nodes="n1", age=10) + job("small", "b", age=1)
+    result = run(objects, config=ONLY_RECLAIM)
+    assert result["rounds"][0]["evicted"] == []
+
+
+def test_queue_below_quota_when_the_cycle_starts_keeps_its_pods_this_cycle() -> None:
+    # ⚠ kai's choice. n0 is full of queue a's jobs (quota 0, weight 1); on n1, queue c (quota 6,
+    # weight 0, queue priority 200) runs rc1 (1 GPU) and rc4 (4 GPUs): 5 < 6 when the cycle starts.
+    # Fair shares (16): a asks 8 + 1 + 1 = 10, c 5 + 2 = 7 -> c min(6, 7) = 6, a the other 10.
+    # Allocate: neither queue stays within its quota with its next job; c has the higher priority:
+    # w3 (2 GPUs) goes on n1 -> c holds 7; then a's w0 takes n1's last GPU -> a holds 9.
+    # a's w1 (1 GPU) waits: 9 + 1 <= 10, so a may reclaim, and c now holds 7 > 6: KAI would evict
+    # rc1 (c back to 6). kai keeps a queue that was not above its quota when the cycle began whole
+    # for that cycle: nothing is evicted.
+    objects = [node("n0", gpus=8), node("n1", gpus=8), gq("a", 0), gq("c", 6, weight=0, priority=200)]
+    for i, gpus in enumerate([1, 2, 1, 2, 2]):
+        objects += job(f"r{i}", "a", gpus=gpus, nodes="n0", age=500 - i)
+    objects += job("rc1", "c", gpus=1, nodes="n1", age=300) + job("rc4", "c", gpus=4, nodes="n1", age=400)
+    objects += job("w3", "c", gpus=2, age=3) + job("w0", "a", age=5) + job("w1", "a", age=4)
+    result = run(objects)
+    assert placed(result) == {"ns/w3": "n1", "ns/w0": "n1"}
+    assert result["rounds"][0]["evicted"] == []

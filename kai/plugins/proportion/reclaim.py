@@ -38,6 +38,11 @@ class ReclaimRules:
         self.multiplier = multiplier
         self.ssn = ssn
         self._sums: dict[int, tuple[list[PodInfo], int, np.ndarray]] = {}
+        # Queues not above their deserved quota in any resource when the session opened: kept whole
+        # this cycle, even if allocate gives them more before reclaim runs.
+        self.guaranteed = {
+            name: bool(np.all((a.deserved < 0) | (a.allocated <= a.deserved + EPS))) for name, a in plugin.attrs.items()
+        }
 
     def register(self) -> None:
         hooks = self.ssn.hooks
@@ -117,6 +122,11 @@ class ReclaimRules:
         if action != "reclaim" or queue not in self.p.attrs or preemptor.queue not in self.p.attrs:
             return True
         r_side, v_side = self.divergence(preemptor.queue, queue)
+        for name in self._path(queue):
+            if self.guaranteed.get(name, False):
+                return False
+            if name == v_side:
+                break
         request = self.p.job_request(preemptor)
         return self._strategy_holds(
             r_side, v_side, self.p.attrs[r_side].allocated, request, self.p.attrs[v_side].allocated
@@ -192,6 +202,17 @@ class ReclaimRules:
                 )
             for name in self._path(victim_queue):
                 remaining[name] -= vec
+            # kai's guarantee on top of KAI's rule: a chunk may not take the victim side below its
+            # deserved quota (KAI only checks before the chunk, so one big gang could).
+            v = p.attrs[v_side]
+            under = (v.deserved >= 0) & (vec > EPS) & (remaining[v_side] < v.deserved - EPS)
+            if under.any():
+                col = int(np.flatnonzero(under)[0])
+                return unschedulable(
+                    "ReclaimBelowQuota",
+                    f"queue {v_side} would drop to {remaining[v_side][col]:g} {NAMES[col]}, "
+                    f"below its deserved quota of {v.deserved[col]:g}",
+                )
             taken[(r_side, v_side)] = taken.get((r_side, v_side), np.zeros(3)) + vec
         # Saturation: a reclaimer side above its fair share may not end more saturated than its sibling.
         for (r_side, v_side), vec in taken.items():
