@@ -14,10 +14,12 @@ import yaml
 from rich.console import Console
 from rich.markup import escape
 
+from kai.admission.cli import admission as admission_command
 from kai.api.errors import InvalidInput, Problem
 from kai.api.timeutil import parse_time
 from kai.cluster.cli import register as register_live
 from kai.devcluster.cli import app as devcluster_app
+from kai.podgrouper.controller_cli import podgrouper as podgrouper_command
 
 app = typer.Typer(
     help="kai: a scheduler for AI workloads on Kubernetes, compatible with KAI Scheduler.",
@@ -27,6 +29,8 @@ app = typer.Typer(
 )
 app.add_typer(devcluster_app, name="dev-cluster")
 register_live(app)  # kai run, kai binder
+app.command("podgrouper")(podgrouper_command)  # kai podgrouper
+app.command("admission")(admission_command)  # kai admission
 err = Console(stderr=True, highlight=False)
 
 
