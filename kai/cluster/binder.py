@@ -175,11 +175,18 @@ class Binder:
 
     def _resync(self) -> None:
         """Every two seconds, queue whatever is still open (a missed or deferred request)."""
+        ticks = 0
         while not self._stop.wait(2.0):
             if self.active.is_set():
                 for key, br in self.cache.store(BIND_REQUESTS).items().items():
                     if self._open(br):
                         self._enqueue(key)
+                ticks += 1
+                if ticks % 5 == 0:
+                    try:
+                        self.cleanup_reservations()
+                    except ApiError as err:
+                        log.warning("reservation pods not cleaned up: %s", err)
 
     # -- intake ---------------------------------------------------------------------------------
     @staticmethod
