@@ -437,6 +437,21 @@ class Solver:
         stmt.rollback(cp)
         return 0
 
+    def _prune(self, recorded: list[Chunk], group: list[Chunk], k: int, step: int) -> tuple[list[Chunk], int]:
+        """The group worked: drop the chunks popped earlier on this node that turn out not to be needed
+        (a later, larger victim may free enough alone). Leaves the state of the kept group's trial."""
+        self.stmt.rollback(self.solved_cp)
+        best = list(group)
+        for chunk in group[:-1]:
+            candidate = [c for c in best if c is not chunk]
+            if _gpu_feasible(self._free_gpus(candidate), self.needs[:k]) and self._trial(recorded, candidate, k):
+                best = candidate
+                self.stmt.rollback(self.solved_cp)
+        final = self._trial(recorded, best, k)
+        if final:
+            return best, final
+        return group, self._trial(recorded, group, k)
+
     def solve(self) -> Outcome:
         ssn, job = self.ssn, self.job
         self.tasks = tasks = tasks_to_allocate(ssn, job)
@@ -483,6 +498,8 @@ class Solver:
                     if not _gpu_feasible(self._free_gpus(group), self.needs[:k]):
                         continue
                     step = self._trial(recorded, group, k)
+                    if step and len(group) > 1:
+                        group, step = self._prune(recorded, group, k, step)
                     if step:
                         self.picker.state_changed()
                         recorded += group

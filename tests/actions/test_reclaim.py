@@ -272,3 +272,15 @@ def test_queue_below_quota_when_the_cycle_starts_keeps_its_pods_this_cycle() -> 
     result = run(objects)
     assert placed(result) == {"ns/w3": "n1", "ns/w0": "n1"}
     assert result["rounds"][0]["evicted"] == []
+
+
+def test_victims_that_turn_out_unneeded_are_spared() -> None:
+    # n1 is full of queue a's jobs (quota 0): big (4 GPUs), v1 (1 GPU, the newest) and three older
+    # 1-GPU jobs. b (quota 4) wants 4 GPUs; fair shares a 4, b 4. Victims come newest first: v1 alone
+    # frees 1 GPU (not enough), then big: together 5 GPUs. big alone is enough, so v1 is spared.
+    objects = [node("n1", gpus=8), gq("a", 0), gq("b", 4)]
+    objects += job("big", "a", gpus=4, nodes="n1", age=50) + job("v1", "a", nodes="n1", age=5)
+    for i in range(3):
+        objects += job(f"o{i}", "a", nodes="n1", age=100 - i)
+    result = run([*objects, *job("want", "b", gpus=4, age=1)], config=ONLY_RECLAIM)
+    assert evictions(result) == {"ns/big": ("reclaim", "ns/want")}
