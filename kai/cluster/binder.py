@@ -498,8 +498,11 @@ class Binder:
                 raise
             # Already bound (by us, before a restart, or by someone else): find out where.
             current = self.kube.get(PODS.path(meta["namespace"], meta["name"]))
-            if (current.get("spec") or {}).get("nodeName") != node:
-                raise BindError(f"pod is already bound to {(current.get('spec') or {}).get('nodeName')}") from err
+            where = (current.get("spec") or {}).get("nodeName")
+            if not where:
+                raise  # a conflict that left the pod unbound: try again later
+            if where != node:
+                raise BindError(f"pod is already bound to {where}") from err
 
     def _report(self, br: dict[str, Any], phase: str, reason: str) -> None:
         meta = br["metadata"]
