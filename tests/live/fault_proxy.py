@@ -50,7 +50,7 @@ class FaultProxy:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            def log_message(self, format: str, *args: Any) -> None:
                 return
 
             def _body(self) -> bytes | None:
@@ -137,7 +137,7 @@ class FaultProxy:
                 self.wfile.write(b"0\r\n\r\n")
                 return None
 
-            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle  # noqa: N815
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
