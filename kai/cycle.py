@@ -27,7 +27,6 @@ NOT_BUILT = {
     "podaffinity",
     "nominatednode",
     "dynamicresources",
-    "topology",
     "snapshot",
     "reflectjoborder",
 }

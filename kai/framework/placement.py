@@ -3,6 +3,13 @@
 Shared by every action that places pods (allocate, and the simulations inside
 reclaim, preempt and consolidation). Which nodes pass and how they rank is
 decided entirely by the hooks plugins registered.
+
+A gang is placed recursively over its sub-group tree (section 5.1, step 3): for the job's implicit root
+and then for every sub-group set, the SubsetNodes hooks (topology) split the node set chosen for the
+parent into ordered candidate node sets; each candidate is tried in turn (checkpoint, rollback on
+failure): child sub-group sets first (by name), then leaves (sub-group order), each leaf subset again by
+its own constraint before its tasks are placed inside the chosen set. With no SubsetNodes hook
+registered the batch is placed flat, exactly as before.
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kai.framework.session import EPS, PlacementContext, Session
+from kai.framework.session import EPS, NodeSubset, PlacementContext, Session, SubsetRequest
 from kai.framework.statement import Statement
 from kai.framework.status import Code, Status
 from kai.model import PodGroupInfo, PodInfo, PodStatus, SubGroupInfo
@@ -38,14 +45,19 @@ def filter_nodes(ssn: Session, task: PodInfo) -> np.ndarray:
     return mask
 
 
-def find_node(ssn: Session, task: PodInfo, allow_pipeline: bool = True) -> Placement | None:
-    """The best node for the task, or None. Ties go to the first node by name."""
+def find_node(
+    ssn: Session, task: PodInfo, allow_pipeline: bool = True, subset: NodeSubset | None = None
+) -> Placement | None:
+    """The best node for the task, or None. Ties go to the first node by name. `subset` restricts the
+    nodes to a candidate node set (and adds its per-node score bonuses)."""
     nodes = ssn.nodes
     if not len(nodes):
         return None
     vec = ssn.vector(task)
     columns = np.flatnonzero(vec > 0)
     mask = filter_nodes(ssn, task)
+    if subset is not None:
+        mask &= subset.mask
     need = vec[columns] - EPS
     idle = nodes.idle[:, columns]
     fits_idle = (idle >= need).all(axis=1)
@@ -61,11 +73,13 @@ def find_node(ssn: Session, task: PodInfo, allow_pipeline: bool = True) -> Place
     score = np.zeros(candidates.size)
     for scorer in ssn.hooks.node_scorers:
         score = score + scorer(ctx)
+    if subset is not None and subset.scores is not None:
+        score = score + subset.scores[candidates]
     best = int(np.argmax(score))
     return Placement(int(candidates[best]), not bool(ctx.fits_idle[best]))
 
 
-def explain_no_node(ssn: Session, task: PodInfo) -> str:
+def explain_no_node(ssn: Session, task: PodInfo, subset: NodeSubset | None = None) -> str:
     """Why no node fits, summarised as counts per reason (as kube-scheduler does)."""
     nodes = ssn.nodes
     total = len(nodes)
@@ -77,6 +91,13 @@ def explain_no_node(ssn: Session, task: PodInfo) -> str:
     if unusable.any():
         reasons["node(s) were unschedulable or not ready"] += int(unusable.sum())
     remaining &= nodes.usable
+    if subset is not None:
+        outside = remaining & ~subset.mask
+        if outside.any():
+            reasons[f"node(s) were outside {subset.name or 'the node set chosen for the group'}"] += int(
+                outside.sum()
+            )
+        remaining &= subset.mask
     for flt in ssn.hooks.node_filters:
         result = flt.fn(task)
         if result is None:
@@ -102,14 +123,102 @@ def explain_no_node(ssn: Session, task: PodInfo) -> str:
 
 
 def place_tasks(ssn: Session, stmt: Statement, job: PodGroupInfo, tasks: list[PodInfo]) -> Status:
-    """Place all tasks (a gang's batch) in the statement, or none: the caller discards on failure."""
+    """Place all tasks (a gang's batch) in the statement, or none: the caller discards on failure.
+    Node sets come from the SubsetNodes hooks, recursively over the job's sub-group tree."""
+    if not ssn.hooks.subset_nodes:
+        return place_in_subset(ssn, stmt, job, tasks, None)
+    return _place_set(ssn, stmt, job, None, tasks, None)
+
+
+def _subtree_of(job: PodGroupInfo, leaf: str) -> list[str]:
+    """The leaf and its ancestors' names."""
+    chain = []
+    current = job.subgroups.get(leaf)
+    while current is not None:
+        chain.append(current.name)
+        current = job.subgroups.get(current.parent) if current.parent else None
+    return chain
+
+
+def _place_set(
+    ssn: Session,
+    stmt: Statement,
+    job: PodGroupInfo,
+    group: SubGroupInfo | None,
+    tasks: list[PodInfo],
+    allowed: NodeSubset | None,
+) -> Status:
+    """Place the tasks of one (sub-)group set (None: the job's root): try each candidate node set the
+    SubsetNodes hooks give, in order, rolling back between tries."""
+    found = ssn.subset_nodes(SubsetRequest(job, group, tasks, allowed))
+    if isinstance(found, Status):
+        return found
+    candidates: list[NodeSubset | None] = [allowed] if found is None else list(found)
+    if not candidates:
+        where = f" of sub-group {group.name}" if group is not None else ""
+        return Status(Code.UNSCHEDULABLE, "PodSchedulingErrors", f"No node set can host the pods{where}.")
+    first: Status | None = None
+    for candidate in candidates:
+        if candidate is not None and candidate.scores is None and allowed is not None and allowed.scores is not None:
+            candidate = NodeSubset(candidate.mask, allowed.scores, candidate.name)  # inherit the parent's ranks
+        checkpoint = stmt.checkpoint()
+        status = _place_children(ssn, stmt, job, group, tasks, candidate)
+        if status.ok:
+            return status
+        stmt.rollback(checkpoint)
+        first = first or status
+    assert first is not None
+    if len(candidates) > 1:
+        first = Status(
+            first.code,
+            first.reason,
+            f"None of the {len(candidates)} candidate node sets could host the pods; in the first: {first.message}",
+        )
+    return first
+
+
+def _place_children(
+    ssn: Session,
+    stmt: Statement,
+    job: PodGroupInfo,
+    group: SubGroupInfo | None,
+    tasks: list[PodInfo],
+    subset: NodeSubset | None,
+) -> Status:
+    """Inside a chosen node set: child sub-group sets (by name), then leaves (sub-group order); a leaf
+    places its own tasks."""
+    if group is not None and group.is_leaf:
+        return place_in_subset(ssn, stmt, job, tasks, subset)
+    if group is None:
+        children = [s for s in job.subgroups.values() if not s.parent]
+    else:
+        children = [job.subgroups[name] for name in group.children]
+    if len(children) == 1:
+        return _place_set(ssn, stmt, job, children[0], tasks, subset)
+    chains = {leaf: _subtree_of(job, leaf) for leaf in {t.subgroup for t in tasks}}
+    ordered = sorted((c for c in children if not c.is_leaf), key=lambda c: c.name)
+    ordered += sorted((c for c in children if c.is_leaf), key=ssn.subgroup_key)
+    for child in ordered:
+        mine = [t for t in tasks if child.name in chains[t.subgroup]]
+        if not mine:
+            continue
+        status = _place_set(ssn, stmt, job, child, mine, subset)
+        if not status.ok:
+            return status
+    return Status()
+
+
+def place_in_subset(
+    ssn: Session, stmt: Statement, job: PodGroupInfo, tasks: list[PodInfo], subset: NodeSubset | None
+) -> Status:
+    """Place the tasks one by one, each on the best node of the node set (all nodes when None)."""
     for placed, task in enumerate(tasks):
         status = ssn.pre_predicate(task)
         if not status.ok:
             return _gang_failure(job, tasks, placed, status.message, status.code)
-        placement = find_node(ssn, task)
+        placement = find_node(ssn, task, subset=subset)
         if placement is None:
-            return _gang_failure(job, tasks, placed, explain_no_node(ssn, task), Code.UNSCHEDULABLE)
+            return _gang_failure(job, tasks, placed, explain_no_node(ssn, task, subset), Code.UNSCHEDULABLE)
         node = ssn.nodes.names[placement.row]
         if placement.pipelined:
             stmt.pipeline(task, node)

@@ -68,6 +68,31 @@ class PlacementContext:
     fits_idle: np.ndarray  # per candidate: fits without waiting for releases
 
 
+@dataclass(slots=True)
+class NodeSubset:
+    """One candidate node set for a (sub-)group set: the nodes it may use, and optional per-node score
+    bonuses (added to every task's node score inside this set, e.g. topology's preferred-level ranks)."""
+
+    mask: np.ndarray  # bool over node rows
+    scores: np.ndarray | None = None  # float over node rows, or None
+    name: str = ""  # what the set is, for messages (a topology domain ID)
+
+
+@dataclass(slots=True)
+class SubsetRequest:
+    """A SubsetNodes question: which node sets may the tasks of this (sub-)group set try, in order?"""
+
+    job: PodGroupInfo
+    group: SubGroupInfo | None  # None: the job's implicit root
+    tasks: list[PodInfo]  # the tasks of this set's subtree placed in this attempt
+    allowed: NodeSubset | None  # the set chosen for the parent (None: every node)
+
+
+# A SubsetNodes hook answers None (no opinion: keep the parent's set), a list of candidate sets (tried in
+# order, first that works wins), or a failed Status (the set cannot be placed; the status says why).
+SubsetNodes = Callable[[SubsetRequest], "list[NodeSubset] | Status | None"]
+
+
 class QueueAccounting(Protocol):
     """Fair-share queries a plugin (proportion) answers for actions and reports."""
 
@@ -116,6 +141,8 @@ class Hooks:
     # victim_queue_order: which leaf queue gives up a victim first (smaller key first), given the pods
     # already picked from it as victims for the current preemptor.
     victim_queue_order: list[Callable[[QueueInfo, list[PodInfo]], Any]] = field(default_factory=list)
+    # subset_nodes: split the node set of a (sub-)group set into ordered candidate sets (topology).
+    subset_nodes: list[SubsetNodes] = field(default_factory=list)
 
 
 class Session:
@@ -225,6 +252,29 @@ class Session:
 
     def victim_queue_key(self, queue: QueueInfo, picked: list[PodInfo]) -> tuple[Any, ...]:
         return (*(fn(queue, picked) for fn in self.hooks.victim_queue_order), queue.name)
+
+    def subset_nodes(self, request: SubsetRequest) -> list[NodeSubset] | Status | None:
+        """Chain the SubsetNodes hooks: each splits every candidate the previous ones returned."""
+        result: list[NodeSubset] | None = None
+        for fn in self.hooks.subset_nodes:
+            if result is None:
+                out = fn(request)
+                if isinstance(out, Status):
+                    return out
+                result = out
+                continue
+            split: list[NodeSubset] = []
+            last: Status | None = None
+            for candidate in result:
+                out = fn(SubsetRequest(request.job, request.group, request.tasks, candidate))
+                if isinstance(out, Status):
+                    last = out
+                else:
+                    split.extend(out if out is not None else [candidate])
+            if not split and last is not None:
+                return last
+            result = split
+        return result
 
     def pre_predicate(self, task: PodInfo) -> Status:
         for fn in self.hooks.pre_predicates:

@@ -14,6 +14,7 @@ from kai.plugins import (
     resourcetype,
     subgrouporder,
     taskorder,
+    topology,
 )
 from kai.plugins.proportion import plugin as proportion
 
@@ -29,4 +30,5 @@ __all__ = [
     "resourcetype",
     "subgrouporder",
     "taskorder",
+    "topology",
 ]

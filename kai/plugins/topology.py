@@ -1,0 +1,345 @@
+"""topology: topology-aware scheduling (KAI's TAS plugin, section 6 of the behaviour note).
+
+A Topology object lists node labels from the highest level (block, zone) to the lowest (rack, host).
+Each session turns every topology a job refers to into per-level domain index arrays over the nodes
+(domain IDs are the dot-joined label values from the top level down; a node lacking any level label
+is outside the topology). The plugin answers the framework's SubsetNodes question for every job and
+sub-group set that carries a constraint:
+
+1. Candidate nodes: those of the parent's chosen set that belong to the topology, are usable and pass
+   the predicates of at least one of the set's tasks. With a required level and pods of the set
+   already active, only the required-level domains holding those pods stay.
+2. Free room per domain is idle + releasing, summed per domain with `np.bincount` on the level's index
+   array. Identical tasks are counted as whole pods per node (copies of the task that fit each node);
+   different tasks compare the domain's free sum with the batch's total request.
+3. Relevant levels, lowest first: from the preferred level up through the required level; only a
+   required level: just that level; only a preferred level: up to the root. Every domain of those
+   levels with room for the whole batch is a candidate; within a level, the fullest first (largest
+   max-over-resources of request / free: bin-packing of domains), ties by domain ID. A domain holding
+   exactly the nodes of a lower candidate is not repeated.
+4. A candidate above the preferred level carries node scores: its preferred-level domains ranked in
+   the same order, node score floor(10 * (i + 1) / N) * 10,000, so that the roomiest preferred domain
+   is filled first and the gang spans as few of them as possible. Sub-groups without their own
+   ranking inherit the parent's.
+5. No candidate: a failed status naming the topology, the level and the roomiest domain.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kai.framework.placement import filter_nodes
+from kai.framework.plugin import register_plugin
+from kai.framework.session import EPS, NodeSubset, Session, SubsetRequest
+from kai.framework.status import Code, Status
+from kai.model import ACTIVE, PodGroupInfo, PodInfo, TopologyConstraint, TopologyInfo
+
+ROOT = -1  # depth of the implicit root domain, which holds every node of the topology
+ROOT_NAME = "root"
+SCORE_STEP = 10_000.0
+REASON = "PodSchedulingErrors"
+
+
+@dataclass(slots=True)
+class DomainTree:
+    """One topology over the session's nodes: for each level (highest first) a domain index per node."""
+
+    name: str
+    levels: tuple[str, ...]
+    member: np.ndarray  # bool per node: has every level label
+    ids: list[np.ndarray] = field(default_factory=list)  # per level: domain index per node, -1 outside
+    names: list[list[str]] = field(default_factory=list)  # per level: domain IDs by index
+
+    @staticmethod
+    def build(info: TopologyInfo, labels: list[dict[str, str]]) -> DomainTree:
+        count = len(labels)
+        member = np.fromiter((all(lvl in lb for lvl in info.levels) for lb in labels), dtype=bool, count=count)
+        tree = DomainTree(info.name, info.levels, member)
+        rows = np.flatnonzero(member)
+        keys = [""] * count
+        for depth, level in enumerate(info.levels):
+            index: dict[str, int] = {}
+            ids = np.full(count, -1, dtype=np.int64)
+            for row in rows:
+                value = labels[row][level]
+                keys[row] = f"{keys[row]}.{value}" if depth else value
+                ids[row] = index.setdefault(keys[row], len(index))
+            tree.ids.append(ids)
+            tree.names.append(list(index))
+        return tree
+
+    def depth(self, level: str) -> int | None:
+        try:
+            return self.levels.index(level)
+        except ValueError:
+            return None
+
+    def domain_ids(self, depth: int) -> np.ndarray:
+        """Domain index per node at a depth; the root is domain 0 for every member node."""
+        if depth == ROOT:
+            return np.where(self.member, 0, -1)
+        return self.ids[depth]
+
+    def domain_name(self, depth: int, index: int) -> str:
+        return ROOT_NAME if depth == ROOT else self.names[depth][index]
+
+    def domain_count(self, depth: int) -> int:
+        return 1 if depth == ROOT else len(self.names[depth])
+
+
+@dataclass(slots=True)
+class _Room:
+    """Free room of one level's domains for one batch."""
+
+    nodes: np.ndarray  # candidate nodes per domain
+    pods: np.ndarray  # whole pods of the batch each domain can hold (an upper bound for mixed batches)
+    fits: np.ndarray  # bool: the domain can hold the whole batch
+    ratio: np.ndarray  # max over resources of request / free (larger = fuller)
+
+
+class TopologyPlugin:
+    name = "topology"
+
+    def on_session_open(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.trees: dict[str, DomainTree | None] = {}
+        if any(_constrained(job) for job in ssn.jobs.values()):
+            ssn.hooks.subset_nodes.append(self.subset_nodes)
+
+    # -- domains --------------------------------------------------------------------------------
+    def tree(self, name: str) -> DomainTree | None:
+        if name not in self.trees:
+            info = self.ssn.snapshot.topologies.get(name)
+            labels = [n.labels for n in self.ssn.nodes.infos]
+            self.trees[name] = None if info is None else DomainTree.build(info, labels)
+        return self.trees[name]
+
+    # -- the SubsetNodes hook ---------------------------------------------------------------------
+    def subset_nodes(self, request: SubsetRequest) -> list[NodeSubset] | Status | None:
+        job, group, tasks = request.job, request.group, request.tasks
+        constraint = job.topology if group is None else group.topology
+        if constraint is None or not constraint.topology or not tasks:
+            return None
+        who = f"job {job.key}" + (f", subgroup {group.name}" if group is not None else "")
+        tree = self.tree(constraint.topology)
+        if tree is None:
+            message = f"Requested topology {constraint.topology} does not exist ({who})."
+            return Status(Code.UNRESOLVABLE, REASON, message)
+        levels = self._relevant_depths(tree, constraint, who)
+        if isinstance(levels, Status):
+            return levels
+        base = self._candidate_nodes(tree, request, constraint)
+        free = self.ssn.nodes.idle + self.ssn.nodes.releasing
+        vectors = [self.ssn.vector(t) for t in tasks]
+        total = np.sum(vectors, axis=0)
+        columns = np.flatnonzero(total > EPS)
+        per_node, mixed = _pods_per_node(free, vectors, columns, base)
+        batch = _Batch(free, total, columns, per_node, mixed, len(tasks))
+        rooms = {depth: _room(tree, depth, base, batch) for depth in levels}
+        candidates = self._candidates(tree, levels, rooms, base)
+        if not candidates:
+            return self._failure(tree, constraint, levels, rooms, base, who, len(tasks))
+        preferred = tree.depth(constraint.preferred_level) if constraint.preferred_level else None
+        out = []
+        for depth, index, mask in candidates:
+            scores = None
+            if preferred is not None and depth < preferred:
+                room = rooms.get(preferred) or _room(tree, preferred, base, batch)
+                scores = _preferred_scores(tree, preferred, room, mask)
+            out.append(NodeSubset(mask, scores, f"topology domain {tree.domain_name(depth, index)}"))
+        return out
+
+    def _relevant_depths(self, tree: DomainTree, constraint: TopologyConstraint, who: str) -> list[int] | Status:
+        """Levels whose domains may be candidates, lowest first."""
+        required, preferred = constraint.required_level, constraint.preferred_level
+        if not required and not preferred:
+            return Status(
+                Code.UNRESOLVABLE,
+                REASON,
+                f"Topology constraint of {who} names topology {tree.name} but neither a required nor a "
+                "preferred level.",
+            )
+        for level in (required, preferred):
+            if level and tree.depth(level) is None:
+                return Status(
+                    Code.UNRESOLVABLE,
+                    REASON,
+                    f"Topology {tree.name} has no level {level} (levels: {', '.join(tree.levels)}), as {who} asks.",
+                )
+        req = tree.depth(required) if required else None
+        pref = tree.depth(preferred) if preferred else None
+        if pref is None or (req is not None and req >= pref):
+            # Only a required level, or a preferred level no finer than the required one (which decides).
+            assert req is not None
+            return [req]
+        stop = req if req is not None else ROOT
+        return list(range(pref, stop - 1, -1))
+
+    def _candidate_nodes(self, tree: DomainTree, request: SubsetRequest, constraint: TopologyConstraint) -> np.ndarray:
+        """Usable member nodes of the parent's set where some task of the batch passes the predicates,
+        kept to the required-level domains of already active pods."""
+        nodes = self.ssn.nodes
+        base = tree.member & nodes.usable
+        if request.allowed is not None:
+            base = base & request.allowed.mask
+        usable_by_some = np.zeros(len(nodes), dtype=bool)
+        for task in {t.placement_signature: t for t in request.tasks}.values():
+            usable_by_some |= filter_nodes(self.ssn, task)
+        base &= usable_by_some
+        if constraint.required_level:
+            depth = tree.depth(constraint.required_level)
+            assert depth is not None
+            rows = [nodes.index[p.node] for p in _set_pods(request) if p.status in ACTIVE and p.node in nodes.index]
+            if rows:
+                held = tree.ids[depth][rows]
+                held = held[held >= 0]
+                base &= np.isin(tree.ids[depth], held)
+        return base
+
+    def _candidates(
+        self, tree: DomainTree, depths: list[int], rooms: dict[int, _Room], base: np.ndarray
+    ) -> list[tuple[int, int, np.ndarray]]:
+        out: list[tuple[int, int, np.ndarray]] = []
+        added: list[tuple[int, int]] = []  # (a node row of the candidate, its node count)
+        for depth in depths:
+            room = rooms[depth]
+            fitting = np.flatnonzero(room.fits)
+            order = sorted(fitting, key=lambda i: (-room.ratio[i], tree.domain_name(depth, int(i))))
+            ids = tree.domain_ids(depth)
+            for index in order:
+                count = int(room.nodes[index])
+                if any(ids[row] == index and count == seen for row, seen in added):
+                    continue  # the same nodes as a lower candidate
+                mask = base & (ids == index)
+                out.append((depth, int(index), mask))
+                added.append((int(np.flatnonzero(mask)[0]), count))
+        return out
+
+    def _failure(
+        self,
+        tree: DomainTree,
+        constraint: TopologyConstraint,
+        depths: list[int],
+        rooms: dict[int, _Room],
+        base: np.ndarray,
+        who: str,
+        count: int,
+    ) -> Status:
+        level = constraint.required_level or constraint.preferred_level
+        scope = _enclosing_domain(tree, base)
+        head = f"topology {tree.name}, requirement {level} couldn't be satisfied for {who}"
+        if not base.any():
+            return Status(
+                Code.UNSCHEDULABLE,
+                REASON,
+                f"{head}: no node of the topology is available to the pods (usable, with the level labels, "
+                "passing the pods' predicates).",
+            )
+        top = depths[-1]
+        room = rooms[top]
+        best = int(np.argmax(np.where(room.nodes > 0, room.pods, -1.0)))
+        level_name = ROOT_NAME if top == ROOT else tree.levels[top]
+        return Status(
+            Code.UNSCHEDULABLE,
+            REASON,
+            f"{head}: not enough resources in {scope} to allocate the job. No domain of level {level_name} has "
+            f"room for the {count} pods; node-group {tree.domain_name(top, best)} can allocate only "
+            f"{int(room.pods[best])} of {count} required pods.",
+        )
+
+
+def _constrained(job: PodGroupInfo) -> bool:
+    if job.topology is not None and job.topology.topology:
+        return True
+    return any(s.topology is not None and s.topology.topology for s in job.subgroups.values())
+
+
+def _set_pods(request: SubsetRequest) -> list[PodInfo]:
+    """Pods of the (sub-)group set's subtree (the whole job for the root)."""
+    job, group = request.job, request.group
+    if group is None:
+        return list(job.pods)
+    out: list[PodInfo] = []
+    stack = [group.name]
+    while stack:
+        sub = job.subgroups[stack.pop()]
+        out.extend(sub.pods)
+        stack.extend(sub.children)
+    return out
+
+
+@dataclass(slots=True)
+class _Batch:
+    """What the domains are measured against: free room per node and the batch's requests."""
+
+    free: np.ndarray  # idle + releasing per node and resource
+    total: np.ndarray  # the batch's summed request
+    columns: np.ndarray  # resources the batch requests
+    per_node: np.ndarray  # pods of the batch each candidate node can hold
+    mixed: bool  # the batch's tasks request different amounts
+    count: int
+
+
+def _room(tree: DomainTree, depth: int, base: np.ndarray, batch: _Batch) -> _Room:
+    """Per-domain sums of one level over the candidate nodes."""
+    ids = tree.domain_ids(depth)[base]
+    size = tree.domain_count(depth)
+    nodes = np.bincount(ids, minlength=size)
+    pods = np.bincount(ids, weights=batch.per_node[base], minlength=size)
+    fits = (pods >= batch.count) & (nodes > 0)
+    ratio = np.zeros(size)
+    for col in batch.columns:
+        dom_free = np.bincount(ids, weights=batch.free[base, col], minlength=size)
+        ratio = np.maximum(ratio, np.where(dom_free > EPS, batch.total[col] / np.maximum(dom_free, EPS), np.inf))
+        if batch.mixed:
+            fits &= dom_free >= batch.total[col] - EPS
+    return _Room(nodes, pods, fits, ratio)
+
+
+def _pods_per_node(
+    free: np.ndarray, vectors: list[np.ndarray], columns: np.ndarray, base: np.ndarray
+) -> tuple[np.ndarray, bool]:
+    """How many pods of the batch each candidate node can hold: copies of the task for identical tasks.
+    For a mixed batch, copies of the element-wise smallest task: an upper bound, so that no domain that
+    could hold the batch is dropped (mixed batches are also checked by free sums per domain, and the
+    placement itself decides). Capped at the batch size; 0 off the candidate nodes."""
+    count = len(vectors)
+    first = vectors[0]
+    mixed = any(v is not first and not np.array_equal(v, first) for v in vectors[1:])
+    unit = np.min(vectors, axis=0) if mixed else first
+    cols = columns[unit[columns] > EPS]
+    if cols.size == 0:
+        per = np.full(free.shape[0], float(count))
+    else:
+        per = np.floor(np.min((free[:, cols] + EPS) / unit[cols], axis=1))
+        per = np.clip(per, 0.0, float(count))
+    return np.where(base, per, 0.0), mixed
+
+
+def _enclosing_domain(tree: DomainTree, base: np.ndarray) -> str:
+    """The lowest domain that holds every candidate node."""
+    name = ROOT_NAME
+    for depth in range(len(tree.levels)):
+        present = np.unique(tree.ids[depth][base])
+        if present.size != 1:
+            break
+        name = tree.names[depth][int(present[0])]
+    return name
+
+
+def _preferred_scores(tree: DomainTree, depth: int, room: _Room, mask: np.ndarray) -> np.ndarray:
+    """Node scores inside a candidate: its preferred-level domains ranked fullest first, the roomiest
+    scoring highest (floor(10 * (i + 1) / N) steps of 10,000)."""
+    ids = tree.ids[depth]
+    present = np.unique(ids[mask])
+    order = sorted(present, key=lambda i: (-room.ratio[i], tree.names[depth][int(i)]))
+    rank = np.zeros(len(tree.names[depth]))
+    total = len(order)
+    for position, index in enumerate(order):
+        rank[index] = np.floor(10.0 * (position + 1) / total) * SCORE_STEP
+    return np.where(mask, rank[np.maximum(ids, 0)], 0.0)
+
+
+register_plugin("topology")(lambda args: TopologyPlugin())
