@@ -30,10 +30,13 @@ def consolidation(ssn: Session) -> None:
     limit = ssn.config.params.max_consolidation_preemptees
     if limit <= 0 or _spread(ssn):
         return
+    preemptors = [job for job in pending_jobs(ssn) if job.preemptible]
+    if not preemptors:
+        return
     run_evicting_action(
         ssn,
         "consolidation",
-        [job for job in pending_jobs(ssn) if job.preemptible],
+        preemptors,
         running_preemptible(ssn),
         queues=lambda job: lambda name: True,
         jobs=lambda job: lambda victim: True,

@@ -16,10 +16,13 @@ def _message(task: PodInfo, preemptor: PodGroupInfo) -> str:
 
 @register_action("preempt")
 def preempt(ssn: Session) -> None:
+    preemptors = pending_jobs(ssn)
+    if not preemptors:
+        return
     run_evicting_action(
         ssn,
         "preempt",
-        pending_jobs(ssn),
+        preemptors,
         running_preemptible(ssn),
         queues=lambda job: lambda name: name == job.queue,
         jobs=lambda job: lambda victim: victim.queue == job.queue and victim.priority < job.priority,

@@ -10,9 +10,9 @@ from __future__ import annotations
 from kai.framework.action import register_action
 from kai.framework.session import Session
 from kai.framework.victims import queue_details, run_evicting_action
-from kai.model import ACTIVE, PodGroupInfo, PodInfo, PodStatus
+from kai.model import PodGroupInfo, PodInfo, PodStatus
 
-_RUNNING = frozenset({PodStatus.RUNNING})
+_PLACED_NOW = frozenset({PodStatus.ALLOCATED, PodStatus.PIPELINED})
 
 
 def pending_jobs(ssn: Session) -> list[PodGroupInfo]:
@@ -22,11 +22,14 @@ def pending_jobs(ssn: Session) -> list[PodGroupInfo]:
 def running_preemptible(ssn: Session) -> list[PodGroupInfo]:
     """Candidate victims: preemptible jobs with running pods and none placed earlier in this cycle
     (evicting what was just placed would only undo the cycle's own work)."""
-    return [
-        job
-        for job in ssn.jobs.values()
-        if job.preemptible and job.count(ACTIVE) > 0 and job.count(ACTIVE) == job.count(_RUNNING)
-    ]
+    victims = []
+    for job in ssn.jobs.values():
+        if not job.preemptible:
+            continue
+        statuses = {p.status for p in job.pods}
+        if PodStatus.RUNNING in statuses and not statuses & _PLACED_NOW:
+            victims.append(job)
+    return victims
 
 
 def _message(ssn: Session):  # type: ignore[no-untyped-def]
@@ -42,10 +45,13 @@ def _message(ssn: Session):  # type: ignore[no-untyped-def]
 
 @register_action("reclaim")
 def reclaim(ssn: Session) -> None:
+    preemptors = pending_jobs(ssn)
+    if not preemptors:
+        return
     run_evicting_action(
         ssn,
         "reclaim",
-        pending_jobs(ssn),
+        preemptors,
         running_preemptible(ssn),
         queues=lambda job: lambda name: name != job.queue,
         jobs=lambda job: lambda victim: victim.queue != job.queue,

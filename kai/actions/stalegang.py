@@ -24,8 +24,8 @@ def _short_leaf(job: PodGroupInfo) -> tuple[str, int, int] | None:
 
 
 def is_stale(job: PodGroupInfo) -> bool:
-    pods = list(job.pods)
-    if not any(p.status in _PRESENT for p in pods) or any(p.status is PodStatus.SUCCEEDED for p in pods):
+    statuses = {p.status for p in job.pods}
+    if not statuses & _PRESENT or PodStatus.SUCCEEDED in statuses:
         return False
     return _short_leaf(job) is not None
 
