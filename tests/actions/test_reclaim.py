@@ -284,3 +284,34 @@ def test_victims_that_turn_out_unneeded_are_spared() -> None:
         objects += job(f"o{i}", "a", nodes="n1", age=100 - i)
     result = run([*objects, *job("want", "b", gpus=4, age=1)], config=ONLY_RECLAIM)
     assert evictions(result) == {"ns/big": ("reclaim", "ns/want")}
+
+
+def consolidating_case() -> list[dict]:
+    """n1: a's a0..a3 (1 GPU each, the newest); n2: a's a4, a5 and 2 free GPUs. b wants one 4-GPU pod.
+    Fair shares (8): deserved a 0, b min(2, 4) = 2; the 6 left split 1:1 (slices of 3): b wants 2 more
+    (sated), a takes 3, then a the last 1: b 4, a 4. a holds 6 > 4. b would exceed its quota (4 > 2), so
+    only MaintainFairShare can let it reclaim: a must be above 4 before each chunk."""
+    objects = [node("n1", gpus=4), node("n2", gpus=4), gq("a", 0), gq("b", 2)]
+    for i in range(4):
+        objects += job(f"a{i}", "a", nodes="n1", age=10 - i)
+    objects += job("a4", "a", nodes="n2", age=50) + job("a5", "a", nodes="n2", age=40)
+    return [*objects, *job("want", "b", gpus=4, age=0)]
+
+
+def test_consolidating_reclaim_places_victims_again_and_counts_only_the_lost_ones() -> None:
+    # Newest first: a3, a2, a1, a0 on n1. Clearing n1 frees 4 GPUs; two of the four fit n2's free GPUs
+    # again (pipelined there), so a really loses 2: 6 -> 4, still >= its share before each chunk.
+    result = run(consolidating_case(), config=ONLY_RECLAIM)
+    assert set(evictions(result)) == {"ns/a0", "ns/a1", "ns/a2", "ns/a3"}
+    pipelined = {p["pod"]: p["node"] for p in result["rounds"][0]["pipelined"]}
+    assert pipelined.pop("ns/want") == "n1"
+    assert len(pipelined) == 2 and set(pipelined.values()) == {"n2"}
+
+
+def test_without_consolidating_reclaim_every_victim_counts() -> None:
+    # Clearing n1 would now cost a 4 GPUs: 6 > 4, 5 > 4, then 4 > 4 fails -> rejected. Then a5 and a4
+    # come up on n2: evicting both frees n2 (2 + 2) and a goes 6 -> 5 -> 4, each time from above 4.
+    config = {**ONLY_RECLAIM, "schedulerParams": {"allowConsolidatingReclaim": False}}
+    result = run(consolidating_case(), config=config)
+    assert evictions(result) == {"ns/a4": ("reclaim", "ns/want"), "ns/a5": ("reclaim", "ns/want")}
+    assert result["rounds"][0]["pipelined"] == [{"pod": "ns/want", "node": "n2"}]
