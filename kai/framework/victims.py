@@ -28,7 +28,13 @@ from typing import Any
 import numpy as np
 
 from kai.framework.jobqueue import JobQueue
-from kai.framework.placement import filter_nodes, find_node, leaf_short_of_allocations, tasks_to_allocate
+from kai.framework.placement import (
+    filter_nodes,
+    find_node,
+    leaf_short_of_allocations,
+    place_tasks,
+    tasks_to_allocate,
+)
 from kai.framework.session import EPS, Session
 from kai.framework.statement import Statement
 from kai.framework.status import Code, Status
@@ -367,6 +373,14 @@ class Solver:
         ssn, stmt = self.ssn, self.stmt
         for chunk in sorted(chunks, key=lambda c: ssn.job_key(c.job)):
             cp = stmt.checkpoint()
+            if ssn.hooks.subset_nodes:
+                # Node-set constraints (topology): the victim's gang through the framework's placement.
+                moved = sorted((t for t in chunk.tasks if t.status is PodStatus.RELEASING), key=ssn.task_key)
+                if not moved or place_tasks(ssn, stmt, chunk.job, moved, pipeline_only=True).ok:
+                    replaced.update(t.key for t in chunk.tasks)
+                else:
+                    stmt.rollback(cp)
+                continue
             done = True
             for task in sorted(chunk.tasks, key=ssn.task_key):
                 if task.status is not PodStatus.RELEASING:
@@ -385,6 +399,18 @@ class Solver:
     def _place(self, tasks: list[PodInfo], start: int, stop: int) -> int:
         """Place tasks[start:stop] one by one; returns how many of all tasks are placed."""
         ssn, stmt = self.ssn, self.stmt
+        if ssn.hooks.subset_nodes:
+            # Node-set constraints (topology): the first k tasks as one batch, the extras one at a time,
+            # each through the framework's placement (its SubsetNodes hooks choose the domain).
+            batches = [tasks[start:stop]] if start == 0 else [[t] for t in tasks[start:stop]]
+            done = start
+            for batch in batches:
+                cp = stmt.checkpoint()
+                if not place_tasks(ssn, stmt, self.job, batch).ok:
+                    stmt.rollback(cp)
+                    return done
+                done += len(batch)
+            return done
         for i in range(start, stop):
             task = tasks[i]
             if not ssn.pre_predicate(task).ok:
@@ -535,10 +561,12 @@ def queue_details(ssn: Session, queue: str) -> str:
 
 def victim_note(ssn: Session, action: str, preemptor: PodGroupInfo, victim: PodGroupInfo, pods: int) -> str:
     """The victim pod group's message: who took its place, and where both queues stand."""
-    what = {"consolidation": "moved to another node", "reclaim": "reclaimed", "preempt": "preempted"}.get(
-        action, "evicted"
+    what = "moved" if action == "consolidation" else "evicted"
+    where = " to other nodes" if action == "consolidation" else ""
+    text = (
+        f"{action} {what} {pods} pod(s){where} to make room for {preemptor.key} of "
+        f"{queue_details(ssn, preemptor.queue)}"
     )
-    text = f"{pods} pod(s) {what} by {action} to make room for {preemptor.key} of {queue_details(ssn, preemptor.queue)}"
     if victim.queue != preemptor.queue:
         text += f"; this job's {queue_details(ssn, victim.queue)}"
     return text + "."

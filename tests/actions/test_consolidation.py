@@ -30,7 +30,7 @@ def test_moves_a_pod_so_that_the_job_fits() -> None:
     assert result["pods"]["ns/y"]["node"] == "n1" and result["pods"]["ns/p"]["node"] == "n2"
     assert status(result, "ns/p") == "Running"
     message = run(fragmented())["podGroups"]["ns/y"]["message"]
-    assert message.startswith("1 pod(s) moved to another node by consolidation to make room for ns/p of queue q")
+    assert message.startswith("consolidation moved 1 pod(s) to other nodes to make room for ns/p of queue q")
 
 
 def test_no_consolidation_that_would_leave_a_pod_homeless() -> None:

@@ -122,7 +122,7 @@ def test_protected_elastic_job_loses_only_pods_above_its_minimum() -> None:
     # 2 GPUs wanted: the two extra pods go (newest in task order first), e keeps its minimum of 2.
     result = run(elastic_case(FIVE_MIN_AGO, 2))
     assert evictions(result) == {"ns/e-3": ("preempt", "ns/hi"), "ns/e-2": ("preempt", "ns/hi")}
-    assert result["podGroups"]["ns/e"]["message"].startswith("2 pod(s) preempted by preempt to make room for ns/hi")
+    assert result["podGroups"]["ns/e"]["message"].startswith("preempt evicted 2 pod(s) to make room for ns/hi")
     # 4 GPUs wanted: only breaking the gang would do, and e is protected: nothing is evicted.
     assert run(elastic_case(FIVE_MIN_AGO, 4))["rounds"][0]["evicted"] == []
 
