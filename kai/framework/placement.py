@@ -122,12 +122,15 @@ def explain_no_node(ssn: Session, task: PodInfo, subset: NodeSubset | None = Non
     return f"0/{total} nodes are available: {parts}." if parts else f"0/{total} nodes are available."
 
 
-def place_tasks(ssn: Session, stmt: Statement, job: PodGroupInfo, tasks: list[PodInfo]) -> Status:
-    """Place all tasks (a gang's batch) in the statement, or none: the caller discards on failure.
-    Node sets come from the SubsetNodes hooks, recursively over the job's sub-group tree."""
+def place_tasks(
+    ssn: Session, stmt: Statement, job: PodGroupInfo, tasks: list[PodInfo], pipeline_only: bool = False
+) -> Status:
+    """Place all tasks (a gang's batch) in the statement, or none: the caller discards (or rolls back)
+    on failure. Node sets come from the SubsetNodes hooks, recursively over the job's sub-group tree.
+    `pipeline_only`: every placement is a pipelining (victims moved inside an eviction simulation)."""
     if not ssn.hooks.subset_nodes:
-        return place_in_subset(ssn, stmt, job, tasks, None)
-    return _place_set(ssn, stmt, job, None, tasks, None)
+        return place_in_subset(ssn, stmt, job, tasks, None, pipeline_only)
+    return _place_set(ssn, stmt, job, None, tasks, None, pipeline_only)
 
 
 def _subtree_of(job: PodGroupInfo, leaf: str) -> list[str]:
@@ -147,6 +150,7 @@ def _place_set(
     group: SubGroupInfo | None,
     tasks: list[PodInfo],
     allowed: NodeSubset | None,
+    pipeline_only: bool,
 ) -> Status:
     """Place the tasks of one (sub-)group set (None: the job's root): try each candidate node set the
     SubsetNodes hooks give, in order, rolling back between tries."""
@@ -162,7 +166,7 @@ def _place_set(
         if candidate is not None and candidate.scores is None and allowed is not None and allowed.scores is not None:
             candidate = NodeSubset(candidate.mask, allowed.scores, candidate.name)  # inherit the parent's ranks
         checkpoint = stmt.checkpoint()
-        status = _place_children(ssn, stmt, job, group, tasks, candidate)
+        status = _place_children(ssn, stmt, job, group, tasks, candidate, pipeline_only)
         if status.ok:
             return status
         stmt.rollback(checkpoint)
@@ -184,17 +188,18 @@ def _place_children(
     group: SubGroupInfo | None,
     tasks: list[PodInfo],
     subset: NodeSubset | None,
+    pipeline_only: bool,
 ) -> Status:
     """Inside a chosen node set: child sub-group sets (by name), then leaves (sub-group order); a leaf
     places its own tasks."""
     if group is not None and group.is_leaf:
-        return place_in_subset(ssn, stmt, job, tasks, subset)
+        return place_in_subset(ssn, stmt, job, tasks, subset, pipeline_only)
     if group is None:
         children = [s for s in job.subgroups.values() if not s.parent]
     else:
         children = [job.subgroups[name] for name in group.children]
     if len(children) == 1:
-        return _place_set(ssn, stmt, job, children[0], tasks, subset)
+        return _place_set(ssn, stmt, job, children[0], tasks, subset, pipeline_only)
     chains = {leaf: _subtree_of(job, leaf) for leaf in {t.subgroup for t in tasks}}
     ordered = sorted((c for c in children if not c.is_leaf), key=lambda c: c.name)
     ordered += sorted((c for c in children if c.is_leaf), key=ssn.subgroup_key)
@@ -202,14 +207,19 @@ def _place_children(
         mine = [t for t in tasks if child.name in chains[t.subgroup]]
         if not mine:
             continue
-        status = _place_set(ssn, stmt, job, child, mine, subset)
+        status = _place_set(ssn, stmt, job, child, mine, subset, pipeline_only)
         if not status.ok:
             return status
     return Status()
 
 
 def place_in_subset(
-    ssn: Session, stmt: Statement, job: PodGroupInfo, tasks: list[PodInfo], subset: NodeSubset | None
+    ssn: Session,
+    stmt: Statement,
+    job: PodGroupInfo,
+    tasks: list[PodInfo],
+    subset: NodeSubset | None,
+    pipeline_only: bool = False,
 ) -> Status:
     """Place the tasks one by one, each on the best node of the node set (all nodes when None)."""
     for placed, task in enumerate(tasks):
@@ -220,7 +230,7 @@ def place_in_subset(
         if placement is None:
             return _gang_failure(job, tasks, placed, explain_no_node(ssn, task, subset), Code.UNSCHEDULABLE)
         node = ssn.nodes.names[placement.row]
-        if placement.pipelined:
+        if placement.pipelined or pipeline_only:
             stmt.pipeline(task, node)
         else:
             stmt.allocate(task, node)
