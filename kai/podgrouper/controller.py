@@ -64,7 +64,6 @@ log = logging.getLogger("kai.podgrouper")
 COMPONENT = "kai-podgrouper"
 MAX_OWNER_DEPTH = 16
 DISCOVERY_REFRESH = 10.0  # seconds between re-reads of an API group/version that lacked a kind
-OWNER_CACHE_TTL = 1.0  # seconds an owner read is reused (pods of one job arrive together)
 
 GROVE_PODGANG_LABEL = "grove.io/podgang"
 KNATIVE_REVISION_LABEL = "serving.knative.dev/revision"
@@ -217,8 +216,6 @@ class PodGrouperController:
         self.queue = WorkQueue()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._owner_cache: dict[str, tuple[float, dict[str, Any]]] = {}
-        self._owner_lock = threading.Lock()
         self._reported: dict[str, set[str]] = {}  # pod uid -> event messages already sent
         self._reported_lock = threading.Lock()
         # Counters (tests and logs).
@@ -369,6 +366,8 @@ class PodGrouperController:
         namespace = self.namespaces.store.get(namespace_name)
         if namespace is None:
             return False  # not selected (or not listed yet: its ADDED event re-queues the pod)
+        if (namespace.get("metadata") or {}).get("deletionTimestamp"):
+            return False  # a namespace being deleted accepts no new objects
         try:
             chain = self._chain(pod, namespace)
             metadata = group_pod(chain, self.options)
@@ -426,19 +425,6 @@ class PodGrouperController:
             related=self._related(pod, owners),
         )
 
-    def _get_cached(self, path: str) -> dict[str, Any]:
-        now = time.monotonic()
-        with self._owner_lock:
-            hit = self._owner_cache.get(path)
-            if hit is not None and now - hit[0] < OWNER_CACHE_TTL:
-                return hit[1]
-        obj = self.kube.get(path)
-        with self._owner_lock:
-            if len(self._owner_cache) > 4096:
-                self._owner_cache = {k: v for k, v in self._owner_cache.items() if now - v[0] < OWNER_CACHE_TTL}
-            self._owner_cache[path] = (now, obj)
-        return obj
-
     def _read(self, pod: Mapping[str, Any], api_version: str, kind: str, name: str) -> dict[str, Any] | None:
         """An object of the pod's namespace (or cluster-scoped) by kind and name; None if it may not be read."""
         resource = self.mapper.resource(api_version, kind)
@@ -446,7 +432,7 @@ class PodGrouperController:
             raise OwnerUnreadable(pod, f"the API server serves no {kind} in {api_version}")
         namespace = str((pod.get("metadata") or {}).get("namespace") or "")
         try:
-            obj = self._get_cached(resource.path(namespace if resource.namespaced else None, name))
+            obj = self.kube.get(resource.path(namespace if resource.namespaced else None, name))
         except ApiError as err:
             if err.status == 403:
                 log.info("podgrouper: may not read %s %s/%s; stopping the owner walk there", kind, namespace, name)
@@ -584,11 +570,30 @@ def _name(obj: Mapping[str, Any]) -> str:
 
 
 def _grouping_inputs_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-    """Whether a pod update can change its PodGroup or the pod's patch (status-only updates cannot)."""
+    """Whether a pod update can change its PodGroup or the pod's patch.
+
+    Status-only updates cannot; nor can the podgrouper's own patch (the PodGroup annotation and
+    sub-group label appearing or changing). Their removal can: the pod is handled again.
+    """
     old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
-    return any(
-        old_meta.get(field) != new_meta.get(field) for field in ("labels", "annotations", "ownerReferences")
-    ) or (old.get("spec") or {}).get("priorityClassName") != (new.get("spec") or {}).get("priorityClassName")
+    if old_meta.get("ownerReferences") != new_meta.get("ownerReferences"):
+        return True
+    if (old.get("spec") or {}).get("priorityClassName") != (new.get("spec") or {}).get("priorityClassName"):
+        return True
+    new_annotations = new_meta.get("annotations") or {}
+    new_labels = new_meta.get("labels") or {}
+    if keys.POD_GROUP_ANNOTATION not in new_annotations:
+        return True
+    ours = {keys.POD_GROUP_ANNOTATION, keys.SUBGROUP_LABEL}
+
+    def others(values: Mapping[str, str] | None) -> dict[str, str]:
+        return {k: v for k, v in (values or {}).items() if k not in ours}
+
+    if keys.SUBGROUP_LABEL in (old_meta.get("labels") or {}) and keys.SUBGROUP_LABEL not in new_labels:
+        return True
+    return others(old_meta.get("labels")) != others(new_labels) or others(old_meta.get("annotations")) != others(
+        new_annotations
+    )
 
 
 def _api_message(err: ApiError) -> str:

@@ -1,0 +1,243 @@
+"""How the podgrouper controller behaves on a real API server, beyond computing PodGroups.
+
+* an update keeps what a user set by hand (queue, markUnschedulable, schedulingBackoff,
+  node-pool and queue labels, labels and annotations of its own) and changes only what
+  the workload decides;
+* a workload that cannot be grouped, or an owner that does not exist, becomes a
+  `PodGrouperWarning` event on the pod naming the object and field, and the controller
+  goes on with the next pod;
+* a deleted PodGroup is made again; a bare pod that names its own PodGroup and pods of
+  other schedulers are left alone;
+* namespace and pod label selectors limit which pods it handles;
+* end to end: a PyTorchJob's pods, grouped by the controller, are placed as one gang by
+  the live scheduler (`kai run`'s in-process twin).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from podgrouper_support import (
+    create_tree,
+    ensure_priority_classes,
+    grouped_pod,
+    install_operator_crds,
+    load_manifests,
+    operator_pod,
+    pod,
+    podgroup,
+    running_controller,
+    wait_for,
+    warnings_on,
+    workload,
+)
+
+from kai.api import keys
+from kai.cluster.kube import NAMESPACES, PODGROUPS, PODS, Kube
+from kai.devcluster.live import LiveCluster
+from kai.podgrouper import GroupingOptions
+from kai.podgrouper.controller import ControllerConfig, PodGrouperController
+from tests.live.scheduler_helpers import bound, cleanup, create, fresh_nodes, queue, scheduler, unique_scheduler_name
+
+
+@pytest.fixture(scope="module")
+def kube(live_cluster: LiveCluster) -> Kube:
+    kube = Kube(live_cluster.api)
+    install_operator_crds(live_cluster.api, kube)
+    ensure_priority_classes(kube)
+    return kube
+
+
+@pytest.fixture(scope="module")
+def controller(kube: Kube) -> Iterator[PodGrouperController]:
+    with running_controller(kube, ControllerConfig(workers=2)) as controller:
+        yield controller
+
+
+def job_with_pod(namespace: str, name: str, **job_meta: Any) -> list[dict[str, Any]]:
+    job = {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "uid": f"job-{name}", **job_meta},
+        "spec": {"template": {"spec": {
+            "schedulerName": "kai-scheduler", "restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}],
+        }}},
+    }
+    return [job, operator_pod(job, job["spec"]["template"], f"{name}-0", {"job-name": name})]
+
+
+def test_an_update_keeps_what_a_user_set_by_hand(kube: Kube, controller: PodGrouperController, namespace: str) -> None:
+    created = create_tree(kube, job_with_pod(namespace, "sweep", labels={"kai.scheduler/queue": "research"}), namespace)
+    job_uid = created["Job/sweep"]["metadata"]["uid"]
+    name = f"pg-sweep-{job_uid}"
+    grouped_pod(kube, namespace, "sweep-0")
+    path = PODGROUPS.path(namespace, name)
+    assert wait_for("the PodGroup", lambda: podgroup(kube, namespace, name))["spec"]["minMember"] == 1
+    kube.patch(path, {
+        "metadata": {
+            "labels": {"kai.scheduler/node-pool": "pool-a", "kai.scheduler/queue": "by-hand", "team": "vision"},
+            "annotations": {keys.LAST_START_TIMESTAMP_ANNOTATION: "2026-01-01T00:00:00Z"},
+        },
+        "spec": {"queue": "by-hand", "markUnschedulable": False, "schedulingBackoff": 1, "minMember": 7},
+    })
+    # The workload changes: a gang of 3 and a different priority class; any pod update re-handles it.
+    kube.patch(f"/apis/batch/v1/namespaces/{namespace}/jobs/sweep", {"metadata": {
+        "annotations": {keys.BATCH_MIN_MEMBER_ANNOTATION: "3"}, "labels": {"priorityClassName": "inference"},
+    }})
+    kube.patch(PODS.path(namespace, "sweep-0"), {"metadata": {"labels": {"touched": "yes"}}})
+
+    group = wait_for("minMember 3", lambda: (g := podgroup(kube, namespace, name)) and g["spec"]["minMember"] == 3
+                     and g)
+    assert group["spec"] == {
+        "minMember": 3, "priorityClassName": "inference",  # the workload's
+        "queue": "by-hand", "markUnschedulable": False, "schedulingBackoff": 1,  # the user's
+    }
+    labels = group["metadata"]["labels"]
+    assert (labels["kai.scheduler/node-pool"], labels["kai.scheduler/queue"], labels["team"]) == (
+        "pool-a", "by-hand", "vision"
+    )
+    assert labels["priorityClassName"] == "inference"
+    assert group["metadata"]["annotations"][keys.LAST_START_TIMESTAMP_ANNOTATION] == "2026-01-01T00:00:00Z"
+
+
+def test_nothing_is_written_when_nothing_changed(kube: Kube, controller: PodGrouperController, namespace: str) -> None:
+    create_tree(kube, job_with_pod(namespace, "steady"), namespace)
+    grouped = grouped_pod(kube, namespace, "steady-0")
+    name = grouped["metadata"]["annotations"][keys.POD_GROUP_ANNOTATION]
+    before = wait_for("the PodGroup", lambda: podgroup(kube, namespace, name))["metadata"]["resourceVersion"]
+    pod_before = grouped["metadata"]["resourceVersion"]
+    kube.patch(PODS.path(namespace, "steady-0"), {"metadata": {"labels": {"nudge": "1"}}})
+    time.sleep(0.5)
+    assert podgroup(kube, namespace, name)["metadata"]["resourceVersion"] == before  # type: ignore[index]
+    after = pod(kube, namespace, "steady-0")
+    assert int(after["metadata"]["resourceVersion"]) > int(pod_before)  # only our nudge
+    assert after["metadata"]["annotations"][keys.POD_GROUP_ANNOTATION] == name
+
+
+def test_a_workload_that_cannot_be_grouped_becomes_an_event(
+    kube: Kube, controller: PodGrouperController, namespace: str
+) -> None:
+    mpi = workload(load_manifests("kubeflow"), "MPIJob", "horovod-broken")[0]
+    broken = operator_pod(mpi, mpi["spec"]["mpiReplicaSpecs"]["Worker"]["template"], "horovod-broken-worker-0")
+    create_tree(kube, [mpi, broken], namespace)
+
+    messages = wait_for("a PodGrouperWarning", lambda: warnings_on(kube, namespace, "horovod-broken-worker-0"))
+    assert len(messages) == 1
+    assert f"MPIJob {namespace}/horovod-broken: spec.mpiReplicaSpecs.Launcher: is required" in messages[0]
+    assert keys.POD_GROUP_ANNOTATION not in (pod(kube, namespace, "horovod-broken-worker-0")["metadata"]
+                                             .get("annotations") or {})
+    # The controller goes on: the next workload is grouped, and the event is not repeated on retries.
+    create_tree(kube, job_with_pod(namespace, "after"), namespace)
+    grouped_pod(kube, namespace, "after-0")
+    time.sleep(0.3)
+    assert len(warnings_on(kube, namespace, "horovod-broken-worker-0")) == 1
+
+
+def test_an_owner_that_does_not_exist_becomes_an_event(
+    kube: Kube, controller: PodGrouperController, namespace: str
+) -> None:
+    orphan = job_with_pod(namespace, "ghost")[1]
+    orphan["metadata"]["ownerReferences"][0]["uid"] = str(uuid.uuid4())  # a Job that was never created
+    kube.post(PODS.path(namespace), {**orphan, "metadata": {k: v for k, v in orphan["metadata"].items() if k != "uid"}})
+    messages = wait_for("a PodGrouperWarning", lambda: warnings_on(kube, namespace, "ghost-0"))
+    assert f"Pod {namespace}/ghost-0: Job ghost (in batch/v1) does not exist" in messages[0]
+
+
+def test_a_deleted_podgroup_is_made_again(kube: Kube, controller: PodGrouperController, namespace: str) -> None:
+    created = create_tree(kube, job_with_pod(namespace, "again"), namespace)
+    name = f"pg-again-{created['Job/again']['metadata']['uid']}"
+    wait_for("the PodGroup", lambda: podgroup(kube, namespace, name))
+    kube.delete(PODGROUPS.path(namespace, name))
+    wait_for("the PodGroup again", lambda: podgroup(kube, namespace, name))
+
+
+def test_bare_pods_and_other_schedulers(kube: Kube, controller: PodGrouperController, namespace: str) -> None:
+    base = {"apiVersion": "v1", "kind": "Pod",
+            "spec": {"schedulerName": "kai-scheduler",
+                     "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]}}
+    kube.post(PODS.path(namespace), {**base, "metadata": {"name": "own", "annotations": {"pod-group-name": "mine"}}})
+    kube.post(PODS.path(namespace), {**base, "metadata": {"name": "theirs"},
+                                     "spec": {**base["spec"], "schedulerName": "default-scheduler"}})
+    bare = kube.post(PODS.path(namespace), {**base, "metadata": {"name": "bare"}})
+
+    grouped = grouped_pod(kube, namespace, "bare")
+    name = f"pg-bare-{bare['metadata']['uid']}"
+    assert grouped["metadata"]["annotations"][keys.POD_GROUP_ANNOTATION] == name
+    assert podgroup(kube, namespace, name)["metadata"]["ownerReferences"][0]["kind"] == "Pod"  # type: ignore[index]
+    time.sleep(0.3)
+    assert pod(kube, namespace, "own")["metadata"]["annotations"] == {"pod-group-name": "mine"}
+    assert podgroup(kube, namespace, "mine") is None
+    assert keys.POD_GROUP_ANNOTATION not in (pod(kube, namespace, "theirs")["metadata"].get("annotations") or {})
+    assert [pg["metadata"]["name"] for pg in kube.get(PODGROUPS.path(namespace))["items"]] == [name]
+
+
+def test_namespace_and_pod_selectors_limit_what_is_grouped(kube: Kube, namespace: str) -> None:
+    name = unique_scheduler_name()
+    marker = uuid.uuid4().hex[:6]
+    config = ControllerConfig(options=GroupingOptions(scheduler_name=name), workers=2,
+                              namespace_selector=f"kai-test/podgrouper={marker}", pod_selector="team in (ml,vision)")
+
+    def bare(pod_name: str, team: str) -> None:
+        kube.post(PODS.path(namespace), {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod_name, "labels": {"team": team}},
+            "spec": {"schedulerName": name, "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]},
+        })
+
+    with running_controller(kube, config):
+        bare("ml-0", "ml")
+        bare("web-0", "web")
+        time.sleep(0.5)  # the namespace is not selected yet
+        assert keys.POD_GROUP_ANNOTATION not in (pod(kube, namespace, "ml-0")["metadata"].get("annotations") or {})
+        kube.patch(NAMESPACES.path(None, namespace), {"metadata": {"labels": {"kai-test/podgrouper": marker}}})
+        grouped_pod(kube, namespace, "ml-0")  # selected now: grouped without any change to the pod
+        bare("vision-0", "vision")
+        grouped_pod(kube, namespace, "vision-0")
+        time.sleep(0.3)
+        assert keys.POD_GROUP_ANNOTATION not in (pod(kube, namespace, "web-0")["metadata"].get("annotations") or {})
+
+
+def test_a_pytorchjob_is_grouped_and_placed_as_one_gang(
+    live_cluster: LiveCluster, kube: Kube, namespace: str
+) -> None:
+    name = unique_scheduler_name()
+    queue_name = f"q-{name}"
+    create(kube, queue(queue_name))
+    nodes = fresh_nodes(live_cluster, 2, gpus=4)
+    template = {"spec": {"schedulerName": name, "containers": [{
+        "name": "pytorch", "image": "nvcr.io/nvidia/pytorch:24.05-py3",
+        "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"nvidia.com/gpu": "2"}},
+    }]}}
+    job = {
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+        "metadata": {"name": "bert", "namespace": namespace, "uid": "job-bert",
+                     "labels": {"kai.scheduler/queue": queue_name}},
+        "spec": {"pytorchReplicaSpecs": {
+            "Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": template},
+            "Worker": {"replicas": 3, "restartPolicy": "OnFailure", "template": template},
+        }},
+    }
+    labels = {"training.kubeflow.org/job-name": "bert"}
+    pods = [operator_pod(job, template, "bert-master-0", {**labels, "training.kubeflow.org/replica-type": "master",
+                                                           "training.kubeflow.org/replica-index": "0"})]
+    pods += [operator_pod(job, template, f"bert-worker-{i}", {**labels, "training.kubeflow.org/replica-type": "worker",
+                                                              "training.kubeflow.org/replica-index": str(i)})
+             for i in range(3)]
+    config = ControllerConfig(options=GroupingOptions(scheduler_name=name), workers=2)
+    try:
+        with running_controller(kube, config), scheduler(kube, name):
+            created = create_tree(kube, [job, *pods], namespace)
+            placed = wait_for("the gang to be bound",
+                              lambda: len(bound(kube, namespace)) == 4 and bound(kube, namespace), timeout=30)
+        assert set(placed.values()) <= set(nodes)
+        group = kube.get(PODGROUPS.path(namespace, f"pg-bert-{created['PyTorchJob/bert']['metadata']['uid']}"))
+        assert group["spec"]["minMember"] == 4 and group["spec"]["queue"] == queue_name
+        assert [(g["name"], g["minMember"]) for g in group["spec"]["subGroups"]] == [("master", 1), ("worker", 3)]
+        assert {p["metadata"]["labels"][keys.SUBGROUP_LABEL] for p in kube.get(PODS.path(namespace))["items"]} == {
+            "master", "worker"}
+    finally:
+        cleanup(kube, namespace, [queue_name])
+        live_cluster.delete_nodes(nodes)
