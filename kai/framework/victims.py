@@ -107,7 +107,7 @@ def tasks_to_evict(ssn: Session, job: PodGroupInfo, gone: set[str]) -> tuple[lis
     return [p for active in actives for p in active], False
 
 
-_Entry = tuple[int, _Reverse, int, PodGroupInfo]
+_Entry = tuple[int, int, int, PodGroupInfo]  # (gang next?, rank in victim order, sequence, job)
 
 
 class VictimPool:
@@ -118,10 +118,12 @@ class VictimPool:
         self.seq = itertools.count()
         self.heaps: dict[str, list[_Entry]] = {}
         self.evictable_gpu = np.zeros(len(ssn.nodes))  # upper bound of GPUs victims hold, per node
-        for job in jobs:
+        # Victim order within a queue is the reverse job order: rank once, compare integers after.
+        ordered = sorted(jobs, key=lambda j: _Reverse(ssn.job_key(j)))
+        for rank, job in enumerate(ordered):
             heap = self.heaps.setdefault(job.queue, [])
             extras = any(sub.active() > sub.min_member for sub in job.leaves)
-            heap.append((0 if extras else 1, _Reverse(ssn.job_key(job)), next(self.seq), job))
+            heap.append((0 if extras else 1, rank, next(self.seq), job))
             for pod in job.pods:
                 if pod.status in ACTIVE:
                     row = ssn.nodes.index.get(pod.node)
@@ -312,6 +314,7 @@ class Solver:
         self.reason = ""
         self.budget = ""
         self.gpu_col = ssn.nodes.gpu_col
+        self._base: tuple[float, np.ndarray, np.ndarray, float] | None = None  # GPU check cache
 
     # -- cheap filters ----------------------------------------------------------------------------
     def _free_gpus(self, chunks: list[Chunk]) -> np.ndarray:
@@ -324,6 +327,28 @@ class Solver:
                     if row >= 0 and task.status in ACTIVE:
                         free[row] += self.ssn.vector(task)[self.gpu_col]
         return free[self.mask]
+
+    def _feasible_with(self, chunks: list[Chunk], k: int) -> bool:
+        """The GPU check for the first k tasks with `chunks` evicted. Equal requests (the common gang)
+        take an O(changed nodes) path over cached per-node counts; others the vectorised check."""
+        needs = self.needs[:k]
+        g = needs[0] if needs else 0.0
+        if g <= EPS or any(abs(x - g) > EPS for x in needs):
+            return _gpu_feasible(self._free_gpus(chunks), needs)
+        if self._base is None or self._base[0] != g:
+            nodes = self.ssn.nodes
+            free = nodes.idle[:, self.gpu_col] + nodes.releasing[:, self.gpu_col]
+            fits = np.where(self.mask, np.floor(free / g + EPS), 0.0)
+            self._base = (g, free, fits, float(fits.sum()))
+        _, free, fits, total = self._base
+        extra: dict[int, float] = {}
+        for chunk in chunks:
+            for task, row in zip(chunk.tasks, chunk.rows, strict=True):
+                if row >= 0 and self.mask[row] and task.status in ACTIVE:
+                    extra[row] = extra.get(row, 0.0) + float(self.ssn.vector(task)[self.gpu_col])
+        for row, more in extra.items():
+            total += float(np.floor((free[row] + more) / g + EPS)) - fits[row]
+        return total >= len(needs) - EPS
 
     def _hopeless(self, tasks: list[PodInfo]) -> bool:
         nodes = self.ssn.nodes
@@ -470,7 +495,7 @@ class Solver:
         best = list(group)
         for chunk in group[:-1]:
             candidate = [c for c in best if c is not chunk]
-            if _gpu_feasible(self._free_gpus(candidate), self.needs[:k]) and self._trial(recorded, candidate, k):
+            if self._feasible_with(candidate, k) and self._trial(recorded, candidate, k):
                 best = candidate
                 self.stmt.rollback(self.solved_cp)
         final = self._trial(recorded, best, k)
@@ -521,13 +546,14 @@ class Solver:
                 for row in rows:
                     # Only the chunks on this node (each evicted whole, wherever its pods are).
                     group = potential[row]
-                    if not _gpu_feasible(self._free_gpus(group), self.needs[:k]):
+                    if not self._feasible_with(group, k):
                         continue
                     step = self._trial(recorded, group, k)
                     if step and len(group) > 1:
                         group, step = self._prune(recorded, group, k, step)
                     if step:
                         self.picker.state_changed()
+                        self._base = None
                         recorded += group
                         taken = {id(c) for c in group}
                         for r in {r for c in group for r in c.rows}:

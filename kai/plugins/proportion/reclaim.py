@@ -38,6 +38,7 @@ class ReclaimRules:
         self.multiplier = multiplier
         self.ssn = ssn
         self._sums: dict[int, tuple[list[PodInfo], int, np.ndarray]] = {}
+        self._shares: dict[str, list[float]] = {}
         # Queues not above their deserved quota in any resource when the session opened: kept whole
         # this cycle, even if allocate gives them more before reclaim runs.
         self.guaranteed = {
@@ -138,10 +139,11 @@ class ReclaimRules:
         attrs = self.p.attrs.get(queue.name)
         if attrs is None:
             return 0.0
-        share = attrs.allocatable(self.p.total)
-        allocated = attrs.allocated - self._picked_sum(picked) if picked else attrs.allocated
-        ratios = np.where(share > EPS, allocated / np.where(share > EPS, share, 1.0), allocated * 1000.0)
-        return -float(ratios.max())
+        share = self._shares.get(queue.name)
+        if share is None:  # constant within the session
+            share = self._shares[queue.name] = attrs.allocatable(self.p.total).tolist()
+        allocated = (attrs.allocated - self._picked_sum(picked) if picked else attrs.allocated).tolist()
+        return -max(a / c if c > EPS else a * 1000.0 for a, c in zip(allocated, share, strict=True))
 
     # -- scenarios ----------------------------------------------------------------------------------
     def validate(self, action: str, scenario: Scenario) -> Status:
