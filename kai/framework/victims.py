@@ -96,11 +96,11 @@ class _Reverse:
     __hash__ = None  # type: ignore[assignment]
 
 
-def tasks_to_evict(ssn: Session, job: PodGroupInfo, gone: set[str]) -> tuple[list[PodInfo], bool]:
+def tasks_to_evict(ssn: Session, job: PodGroupInfo, gone: set[int]) -> tuple[list[PodInfo], bool]:
     """One elastic extra from the last leaf (in leaf order) above its minMember, else the whole gang;
-    and whether it is an extra. Pods in `gone` are treated as already evicted."""
+    and whether it is an extra. Pods whose id is in `gone` are treated as already evicted."""
     leaves = job.leaves if len(job.leaves) == 1 else sorted(job.leaves, key=ssn.subgroup_key, reverse=True)
-    actives = [[p for p in sub.pods if p.status in ACTIVE and p.key not in gone] for sub in leaves]
+    actives = [[p for p in sub.pods if p.status in ACTIVE and id(p) not in gone] for sub in leaves]
     for sub, active in zip(leaves, actives, strict=True):
         if len(active) > sub.min_member:
             return [max(active, key=ssn.task_key)], True
@@ -167,11 +167,12 @@ class VictimPicker:
         self.heaps = heaps
         self.jobs = jobs
         self.max_jobs = max_jobs
-        self.claimed: set[str] = set()
-        self.allowed: dict[str, bool] = {}
-        self.queue_allowed: dict[str, bool] = {}
+        self.claimed: set[int] = set()  # ids of pods handed out as victims
+        self.allowed: dict[int, bool] = {}  # by id of the job
+        # Queues that may give up victims to this preemptor at all (decided once).
+        self.live = [q for q in heaps if pool.ssn.victim_queue_allowed(action, preemptor, q)]
         self.queue_keys: dict[str, tuple[Any, ...]] = {}  # valid until the session state changes
-        self.picked: dict[str, list[PodInfo]] = {}  # per queue: pods handed out as victims
+        self.picked: dict[str, list[PodInfo]] = {q: [] for q in self.live}  # per queue: pods handed out
 
     def state_changed(self) -> None:
         """Evictions became part of the statement: forget cached keys; picked pods now evicted are
@@ -181,43 +182,37 @@ class VictimPicker:
 
     def next_chunk(self) -> Chunk | None:
         ssn = self.ssn
+        heaps, keys = self.heaps, self.queue_keys
         while True:
-            best: tuple[tuple[Any, ...], str] | None = None
-            for name, heap in self.heaps.items():
-                if not heap:
+            best_key: tuple[Any, ...] | None = None
+            best_name = ""
+            for name in self.live:
+                if not heaps[name]:
                     continue
-                allowed_queue = self.queue_allowed.get(name)
-                if allowed_queue is None:
-                    allowed_queue = ssn.victim_queue_allowed(self.action, self.preemptor, name)
-                    self.queue_allowed[name] = allowed_queue
-                if not allowed_queue:
-                    heap.clear()
-                    continue
-                key = self.queue_keys.get(name)
+                key = keys.get(name)
                 if key is None:
-                    picked = self.picked.setdefault(name, [])
-                    key = self.queue_keys[name] = ssn.victim_queue_key(ssn.queues[name], picked)
-                if best is None or key < best[0]:
-                    best = (key, name)
-            if best is None:
+                    key = keys[name] = ssn.victim_queue_key(ssn.queues[name], self.picked[name])
+                if best_key is None or key < best_key:
+                    best_key, best_name = key, name
+            if best_key is None:
                 return None
-            heap = self.heaps[best[1]]
+            heap = heaps[best_name]
             _, rkey, _, job = heapq.heappop(heap)
-            allowed = self.allowed.get(job.key)
+            allowed = self.allowed.get(id(job))
             if allowed is None:
                 if self.max_jobs is not None and len(self.allowed) >= self.max_jobs:
                     return None
-                allowed = job.key != self.preemptor.key and self.jobs(job)
+                allowed = job is not self.preemptor and self.jobs(job)
                 allowed = allowed and ssn.victim_allowed(self.action, self.preemptor, job)
-                self.allowed[job.key] = allowed
+                self.allowed[id(job)] = allowed
             if not allowed:
                 continue
             tasks, extra = tasks_to_evict(ssn, job, self.claimed)
             if not tasks:
                 continue
-            self.claimed.update(t.key for t in tasks)
-            self.picked.setdefault(job.queue, []).extend(tasks)
-            self.queue_keys.pop(job.queue, None)
+            self.claimed.update(id(t) for t in tasks)
+            self.picked[best_name].extend(tasks)
+            keys.pop(best_name, None)
             if extra:
                 # An elastic extra went: the job comes back, before any gang is broken if it still
                 # has extras, else as a gang.

@@ -52,11 +52,11 @@ def test_elastic_victims_lose_extras_one_at_a_time_then_the_whole_gang() -> None
     objects += job("e", "q", size=4, min_member=2, nodes="n1")
     ssn, _ = open_session(snapshot_jobs(objects), SchedulerConfig())
     victim = ssn.jobs["ns/e"]
-    gone: set[str] = set()
+    gone: set[int] = set()
     chunks = []
     for _ in range(3):
         tasks, extra = tasks_to_evict(ssn, victim, gone)
         chunks.append((sorted(t.name for t in tasks), extra))
-        gone.update(t.key for t in tasks)
+        gone.update(id(t) for t in tasks)
     assert chunks == [(["e-3"], True), (["e-2"], True), (["e-0", "e-1"], False)]
     assert tasks_to_evict(ssn, victim, gone) == ([], False)
