@@ -163,13 +163,18 @@ def eviction_cluster(spec: dict[str, Any], seed: int = 1) -> list[dict[str, Any]
     poor = leaves[-int(spec.get("poor_teams", 2)) :] if reclaim else []
     rich = [q for q in leaves if q not in poor]
     created = 0
+    # Creation order follows the nodes (as bin-packing placed them), or is shuffled (`scatter: true`) so
+    # that victims in victim order sit on nodes all over the cluster: the solver's worst case.
+    stamps = list(range((nodes - free_nodes) * gpus))
+    if spec.get("scatter"):
+        rng.shuffle(stamps)
     for n in range(nodes - free_nodes):
         left = gpus
         while left:
             size = min(left, rng.choice((1, 2, 2, 4)))
             queue = rich[n % len(rich)] if not reclaim else rng.choice(rich)
             name = f"run-{created}"
-            objects.append(_group(name, queue, 1, created % 40_000))
+            objects.append(_group(name, queue, 1, stamps[created] % 40_000))
             objects[-1]["spec"]["priorityClassName"] = "train"
             objects.append(_pod(name, queue, name, size, "2", f"node-{n:05d}"))
             left -= size
