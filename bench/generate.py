@@ -67,6 +67,8 @@ def _group(name: str, queue: str, min_member: int, created: int) -> dict[str, An
 def cluster(spec: dict[str, Any], seed: int = 1) -> list[dict[str, Any]]:
     if spec.get("scenario") in ("reclaim", "preempt"):
         return eviction_cluster(spec, seed)
+    if spec.get("scenario") == "topology":
+        return topology_cluster(spec, seed)
     rng = random.Random(seed)
     gpus = int(spec["gpus_per_node"])
     fraction_share = float(spec.get("fraction_share", 0.0))
@@ -194,4 +196,83 @@ def eviction_cluster(spec: dict[str, Any], seed: int = 1) -> list[dict[str, Any]
         objects[-1]["spec"]["priorityClassName"] = "train" if reclaim else "build"
         for p in range(pods):
             objects.append(_pod(f"{name}-{p}", queue, name, per_pod, "4"))
+    return objects
+
+
+def topology_cluster(spec: dict[str, Any], seed: int = 1) -> list[dict[str, Any]]:
+    """Topology-aware scheduling (issue 8): nodes in `blocks` x `racks_per_block` racks (labels
+    `topo/block`, `topo/rack`, a Topology `dc` over them), `running_pods` 1-GPU pods spread at random,
+    and `pending_gangs` gangs that all carry a constraint: required rack (when the gang fits a rack),
+    required block with a preferred rack, or only a preferred block; `subgroup_share` of them are two
+    sub-groups (prefill / decode), each required to sit in one rack, inside one block for the job."""
+    rng = random.Random(seed)
+    gpus = int(spec["gpus_per_node"])
+    nodes, blocks, racks = int(spec["nodes"]), int(spec["blocks"]), int(spec["racks_per_block"])
+    per_rack = nodes // (blocks * racks)
+    objects: list[dict[str, Any]] = [
+        {
+            "apiVersion": "kai.scheduler/v1alpha1",
+            "kind": "Topology",
+            "metadata": {"name": "dc"},
+            "spec": {"levels": [{"nodeLabel": "topo/block"}, {"nodeLabel": "topo/rack"}]},
+        }
+    ]
+    for i in range(nodes):
+        rack = i // per_rack
+        objects.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": f"node-{i:05d}",
+                    "labels": {"topo/block": f"b{rack // racks}", "topo/rack": f"r{rack % racks}"},
+                },
+                "status": {
+                    "allocatable": {"cpu": "128", "memory": "1024Gi", "pods": "110", "nvidia.com/gpu": str(gpus)}
+                },
+            }
+        )
+    leaves = [f"team-{t}" for t in range(int(spec.get("teams", 4)))]
+    objects += [_queue(q, "", nodes * gpus / len(leaves)) for q in leaves]
+    free = [gpus] * nodes
+    for i in range(int(spec["running_pods"])):
+        node = rng.randrange(nodes)
+        while free[node] == 0:
+            node = rng.randrange(nodes)
+        free[node] -= 1
+        queue = rng.choice(leaves)
+        objects.append(_group(f"run-{i}", queue, 1, i))
+        objects.append(_pod(f"run-{i}", queue, f"run-{i}", 1, "4", f"node-{node:05d}"))
+    rack_gpus = per_rack * gpus
+    for g in range(int(spec["pending_gangs"])):
+        queue = rng.choice(leaves)
+        size = rng.choice((2, 4, 4, 8, 8, int(spec["max_gang"])))
+        per_pod = rng.choice((1, 2, 4, 8))
+        name = f"gang-{g}"
+        group = _group(name, queue, size, 50_000 + g)
+        kind = rng.random()
+        if rng.random() < float(spec.get("subgroup_share", 0.0)):
+            half = max(1, size // 2)
+            rack = {"topology": "dc", "requiredTopologyLevel": "topo/rack"}
+            group["spec"]["subGroups"] = [
+                {"name": "prefill", "minMember": half, "topologyConstraint": rack},
+                {"name": "decode", "minMember": half, "topologyConstraint": rack},
+            ]
+            group["spec"]["topologyConstraint"] = {"topology": "dc", "requiredTopologyLevel": "topo/block"}
+            objects.append(group)
+            for leaf in ("prefill", "decode"):
+                for p in range(half):
+                    objects.append(_pod(f"{name}-{leaf}-{p}", queue, name, per_pod, "8"))
+                    objects[-1]["metadata"]["labels"]["kai.scheduler/subgroup-name"] = leaf
+            continue
+        if kind < 0.5 and size * per_pod <= rack_gpus:
+            constraint = {"requiredTopologyLevel": "topo/rack"}
+        elif kind < 0.75:
+            constraint = {"requiredTopologyLevel": "topo/block", "preferredTopologyLevel": "topo/rack"}
+        else:
+            constraint = {"preferredTopologyLevel": "topo/block"}
+        group["spec"]["topologyConstraint"] = {"topology": "dc", **constraint}
+        objects.append(group)
+        for p in range(size):
+            objects.append(_pod(f"{name}-{p}", queue, name, per_pod, "8"))
     return objects

@@ -202,7 +202,7 @@ class TopologyPlugin:
         self, tree: DomainTree, depths: list[int], rooms: dict[int, _Room], base: np.ndarray
     ) -> list[tuple[int, int, np.ndarray]]:
         out: list[tuple[int, int, np.ndarray]] = []
-        added: list[tuple[int, int]] = []  # (a node row of the candidate, its node count)
+        added: dict[int, list[int]] = {}  # node count of a candidate -> a node row of each such candidate
         for depth in depths:
             room = rooms[depth]
             fitting = np.flatnonzero(room.fits)
@@ -210,11 +210,11 @@ class TopologyPlugin:
             ids = tree.domain_ids(depth)
             for index in order:
                 count = int(room.nodes[index])
-                if any(ids[row] == index and count == seen for row, seen in added):
+                if any(ids[row] == index for row in added.get(count, ())):
                     continue  # the same nodes as a lower candidate
                 mask = base & (ids == index)
                 out.append((depth, int(index), mask))
-                added.append((int(np.flatnonzero(mask)[0]), count))
+                added.setdefault(count, []).append(int(np.argmax(mask)))
         return out
 
     def _failure(
