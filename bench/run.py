@@ -73,7 +73,9 @@ def measure(name: str, spec: dict, repeat: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
-        "--sizes", default="S,M,M-fractions,L,M-reclaim,M-preempt", help="comma-separated sizes from scenarios.yaml"
+        "--sizes",
+        default="S,M,M-fractions,L,M-reclaim,M-preempt,M-topology",
+        help="comma-separated sizes from scenarios.yaml",
     )
     parser.add_argument("--repeat", type=int, default=3, help="cycles per size; the fastest is reported")
     args = parser.parse_args()
