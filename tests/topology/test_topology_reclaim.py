@@ -23,8 +23,8 @@ from tests.topology.test_topology import BLOCK, RACK, TOPOLOGY, constraint, topo
 ONLY_RECLAIM = {"actions": "allocate, reclaim"}
 
 
-def full_cluster() -> list[dict[str, Any]]:
-    objects: list[dict[str, Any]] = [topology(TOPOLOGY, [BLOCK, RACK]), gq("a", 64), gq("b", 64)]
+def full_cluster(quota_a: float = 64) -> list[dict[str, Any]]:
+    objects: list[dict[str, Any]] = [topology(TOPOLOGY, [BLOCK, RACK]), gq("a", quota_a), gq("b", 64)]
     for b in range(4):
         for r in range(8):
             for n in range(4):
@@ -34,11 +34,11 @@ def full_cluster() -> list[dict[str, Any]]:
     return objects
 
 
-def reclaimer(topo: dict[str, str] | None) -> list[dict[str, Any]]:
-    group = podgroup("train", "b", 4)
+def reclaimer(topo: dict[str, str] | None, q: str = "b", priority_class: str | None = None) -> list[dict[str, Any]]:
+    group = podgroup("train", q, 4, priority_class=priority_class)
     if topo is not None:
         group["spec"]["topologyConstraint"] = topo
-    return [group, *(pod(f"train-{i}", group="train", queue="b", gpus=8) for i in range(4))]
+    return [group, *(pod(f"train-{i}", group="train", queue=q, gpus=8) for i in range(4))]
 
 
 def test_without_a_constraint_reclaim_takes_the_four_newest_jobs_wherever_they_are() -> None:
@@ -56,3 +56,13 @@ def test_reclaim_for_a_rack_constrained_gang_evicts_inside_one_rack() -> None:
     assert evictions(result) == {f"ns/a-b0-r0-n{n}": ("reclaim", "ns/train") for n in range(4)}
     assert sorted(placed(result).values()) == [f"b0-r0-n{n}" for n in range(4)]
     assert {p["pod"] for p in result["rounds"][0]["pipelined"]} == {f"ns/train-{i}" for i in range(4)}
+
+
+def test_preempt_for_a_rack_constrained_gang_evicts_inside_one_rack() -> None:
+    # Preempt inside queue a (quota 1,024, so fairness plays no part): a build-preemptible (75) gang of
+    # 4 x 8 GPUs, required rack, against a's train (50) jobs. Same victim order and the same reasoning
+    # as for reclaim: the four victims are the jobs of rack b0.r0.
+    objects = [*full_cluster(quota_a=1024), *reclaimer(constraint(required=RACK), "a", "build-preemptible")]
+    result = run_scenario(objects, config={"actions": "allocate, preempt"})
+    assert evictions(result) == {f"ns/a-b0-r0-n{n}": ("preempt", "ns/train") for n in range(4)}
+    assert sorted(placed(result).values()) == [f"b0-r0-n{n}" for n in range(4)]
