@@ -15,12 +15,15 @@
 
 from __future__ import annotations
 
+import copy
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from podgrouper_support import (
     create_tree,
     ensure_priority_classes,
@@ -37,11 +40,13 @@ from podgrouper_support import (
 )
 
 from kai.api import keys
-from kai.cluster.kube import NAMESPACES, PODGROUPS, PODS, Kube
+from kai.cluster.kube import NAMESPACES, PODGROUPS, PODS, ApiError, Kube
 from kai.devcluster.live import LiveCluster
 from kai.podgrouper import GroupingOptions
-from kai.podgrouper.controller import ControllerConfig, PodGrouperController
+from kai.podgrouper.controller import ControllerConfig, PodGrouperController, ResourceMapper
 from tests.live.scheduler_helpers import bound, cleanup, create, fresh_nodes, queue, scheduler, unique_scheduler_name
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -241,3 +246,68 @@ def test_a_pytorchjob_is_grouped_and_placed_as_one_gang(
     finally:
         cleanup(kube, namespace, [queue_name])
         live_cluster.delete_nodes(nodes)
+
+
+def test_the_podgrouper_service_account_may_do_what_the_controller_does(
+    live_cluster: LiveCluster, kube: Kube, namespace: str
+) -> None:
+    """The controller under deploy/rbac's kai-podgrouper identity (impersonated): least privilege suffices,
+    and an owner of a kind it may not read ends the owner walk there instead of failing."""
+    from kubernetes import client as k8s
+    from kubernetes import utils
+
+    rbac = REPO / "deploy" / "rbac"
+    try:
+        kube.post(NAMESPACES.path(), {"metadata": {"name": "kai-scheduler"}})
+    except ApiError as err:
+        assert err.status == 409
+    for path in (rbac / "kai-podgrouper-clusterrole.yaml", rbac / "kai-podgrouper-serviceaccount.yaml"):
+        try:
+            utils.create_from_yaml(live_cluster.api, yaml_objects=list(yaml.safe_load_all(path.read_text())),
+                                   namespace="kai-scheduler")
+        except utils.FailToCreateError as err:
+            assert all(e.status == 409 for e in err.api_exceptions), err
+    configuration = copy.copy(live_cluster.api.configuration)
+    api = k8s.ApiClient(configuration)
+    api.set_default_header("Impersonate-User", "system:serviceaccount:kai-scheduler:kai-podgrouper")
+    as_podgrouper = Kube(api)
+    with pytest.raises(ApiError) as denied:
+        as_podgrouper.get("/api/v1/namespaces/kai-scheduler/secrets")
+    assert denied.value.status == 403
+
+    name = unique_scheduler_name()
+    widget = {"apiVersion": "example.com/v1", "kind": "Widget",
+              "metadata": {"name": "gadget", "namespace": namespace, "uid": "w-1"}, "spec": {}}
+    install_widget_crd(live_cluster)
+    jobset = workload(load_manifests("jobset"), "JobSet", "llm-train")
+    for obj in jobset:
+        if obj["kind"] in ("Pod", "Job"):
+            spec = obj["spec"] if obj["kind"] == "Pod" else obj["spec"]["template"]["spec"]
+            spec["schedulerName"] = name
+    template = {"spec": {"schedulerName": name, "containers": [{"name": "main", "image": "x"}]}}
+    with running_controller(as_podgrouper, ControllerConfig(options=GroupingOptions(scheduler_name=name))):
+        created = create_tree(kube, [*jobset, widget, operator_pod(widget, template, "gadget-0")], namespace)
+        jobset_pod = grouped_pod(kube, namespace, "llm-train-driver-0-0-m4q8z")
+        widget_pod = grouped_pod(kube, namespace, "gadget-0")
+    uid = created["JobSet/llm-train"]["metadata"]["uid"]
+    assert jobset_pod["metadata"]["annotations"][keys.POD_GROUP_ANNOTATION] == f"pg-llm-train-{uid}"
+    # example.com is not readable: the pod itself is the top owner.
+    pod_uid = widget_pod["metadata"]["uid"]
+    assert widget_pod["metadata"]["annotations"][keys.POD_GROUP_ANNOTATION] == f"pg-gadget-0-{pod_uid}"
+
+
+def install_widget_crd(live_cluster: LiveCluster) -> None:
+    from kubernetes import client as k8s
+
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "widgets.example.com"},
+           "spec": {"group": "example.com", "scope": "Namespaced",
+                    "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"},
+                    "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                        "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+    try:
+        k8s.ApiextensionsV1Api(live_cluster.api).create_custom_resource_definition(crd, _preload_content=False)
+    except k8s.ApiException as exc:
+        assert exc.status == 409
+    kube = Kube(live_cluster.api)
+    wait_for("widgets to be served", lambda: ResourceMapper(kube).resource("example.com/v1", "Widget"))
