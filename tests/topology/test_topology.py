@@ -7,9 +7,10 @@ the rack domain's ID is `b2.r5`). Every expectation below is worked out by hand 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from tests.scenario import bound, node, pod, podgroup, queue, run, running_on
+from tests.scenario import bound, cli_json, node, pod, podgroup, queue, run, running_on, write
 
 BLOCK, RACK = "topo/block", "topo/rack"
 TOPOLOGY = "dc"
@@ -293,3 +294,14 @@ def test_elastic_extras_join_the_rack_of_the_running_pods_one_at_a_time() -> Non
     assert running_on(result)["ns/el-2"] == "b1-r2-n2"
     assert result["pods"]["ns/el-3"]["status"] == "Pending"
     assert "node-group b1.r2 can allocate only 0 of 1" in result["podGroups"]["ns/el"]["message"]
+
+
+# -- the real command -----------------------------------------------------------------------------
+
+
+def test_kai_simulate_reads_topologies_and_constraints(tmp_path: Path) -> None:
+    # The same case as the first test, through `kai simulate` in a subprocess: Topology, the PodGroup's
+    # topologyConstraint and the node labels all come from the YAML files.
+    objects = [*cluster(1, 8, 4), load("busy", "b0-r5-n0", 4), *gang("train", 3, topo=constraint(required=RACK))]
+    result = cli_json([write(objects, tmp_path)])
+    assert sorted(bound(result).values()) == ["b0-r5-n1", "b0-r5-n2", "b0-r5-n3"]
