@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kai.api.errors import Problem
-from kai.api.timeutil import parse_duration
+from kai.api.timeutil import parse_duration, parse_time
 
 DEFAULT_ACTIONS = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction")
 # KAI's operator defaults, in order (section 1.4 of the behaviour note).
@@ -53,11 +53,34 @@ class SchedulerParams:
 
 
 @dataclass(frozen=True, slots=True)
+class UsageParams:
+    """`usageDBConfig.usageParams`: how queue usage history is weighed (time-based fair share, 4.3).
+    Durations in seconds, instants in epoch seconds; a half-life of 0 means no decay."""
+
+    half_life_period: float = 0.0
+    window_size: float = 7 * 86400.0
+    window_type: str = "sliding"  # sliding | tumbling (cron is read but not built: treated as sliding)
+    tumbling_window_start_time: float = 0.0
+    fetch_interval: float = 60.0
+    staleness_period: float = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class UsageDBConfig:
+    """`usageDBConfig`: where usage comes from live (the simulator uses its own history instead)."""
+
+    client_type: str = "prometheus"
+    connection_string: str = ""
+    params: UsageParams = UsageParams()
+
+
+@dataclass(frozen=True, slots=True)
 class SchedulerConfig:
     actions: tuple[str, ...] = DEFAULT_ACTIONS
     plugins: tuple[PluginOption, ...] = tuple(PluginOption(n) for n in DEFAULT_PLUGINS)
     params: SchedulerParams = SchedulerParams()
     queue_depth_per_action: dict[str, int] = field(default_factory=dict)
+    usage_db: UsageDBConfig | None = None  # set: time-based fair share is on
 
     def plugin_arguments(self, name: str) -> dict[str, str] | None:
         for option in self.plugins:
@@ -163,4 +186,63 @@ def parse_config(
     for key in raw:
         if key not in ("actions", "tiers", "schedulerParams", "queueDepthPerAction", "usageDBConfig"):
             warnings.append(f"{where}: field {key!r} is not read by kai: ignored")
-    return SchedulerConfig(actions, plugins, SchedulerParams(**params), depth), problems, warnings
+    usage_db = _usage_db(raw.get("usageDBConfig"), where, problems, warnings)
+    return SchedulerConfig(actions, plugins, SchedulerParams(**params), depth, usage_db), problems, warnings
+
+
+_USAGE_DURATIONS = {
+    "halfLifePeriod": "half_life_period",
+    "windowSize": "window_size",
+    "fetchInterval": "fetch_interval",
+    "stalenessPeriod": "staleness_period",
+}
+
+
+def _usage_duration(value: Any) -> float:
+    """A Go duration, or whole days/weeks such as `7d` or `1w` (how people write usage windows)."""
+    text = str(value).strip()
+    if text[:-1].isdigit() and text[-1:] in ("d", "w"):
+        return float(text[:-1]) * (86400.0 if text[-1] == "d" else 604800.0)
+    return parse_duration(value)
+
+
+def _usage_db(raw: Any, where: str, problems: list[Problem], warnings: list[str]) -> UsageDBConfig | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        problems.append(Problem(where, "usageDBConfig", "must be a mapping"))
+        return None
+    client = str(raw.get("clientType") or "prometheus")
+    if client not in ("prometheus", "fake", "fake-with-history"):
+        problems.append(
+            Problem(where, "usageDBConfig.clientType", f"must be prometheus, fake or fake-with-history, got {client!r}")
+        )
+    values: dict[str, Any] = {}
+    usage = raw.get("usageParams") or {}
+    if not isinstance(usage, dict):
+        problems.append(Problem(where, "usageDBConfig.usageParams", "must be a mapping"))
+        usage = {}
+    for key, attr in _USAGE_DURATIONS.items():
+        if usage.get(key) is None:
+            continue
+        try:
+            values[attr] = _usage_duration(usage[key])
+        except ValueError as err:
+            problems.append(Problem(where, f"usageDBConfig.usageParams.{key}", str(err)))
+            continue
+        if values[attr] < 0 or (attr == "window_size" and values[attr] == 0):
+            problems.append(Problem(where, f"usageDBConfig.usageParams.{key}", f"must be positive, got {usage[key]!r}"))
+    window_type = str(usage.get("windowType") or "sliding")
+    if window_type == "cron":
+        warnings.append(f"{where}: usageDBConfig.usageParams.windowType cron is not built in kai: sliding is used")
+        window_type = "sliding"
+    elif window_type not in ("sliding", "tumbling"):
+        fld = "usageDBConfig.usageParams.windowType"
+        problems.append(Problem(where, fld, f"must be sliding, tumbling or cron, got {window_type!r}"))
+    values["window_type"] = window_type
+    if usage.get("tumblingWindowStartTime") is not None:
+        try:
+            values["tumbling_window_start_time"] = parse_time(usage["tumblingWindowStartTime"])
+        except ValueError as err:
+            problems.append(Problem(where, "usageDBConfig.usageParams.tumblingWindowStartTime", str(err)))
+    return UsageDBConfig(client, str(raw.get("connectionString") or ""), UsageParams(**values))

@@ -1,0 +1,132 @@
+"""Queue usage history for time-based fair share (section 4.3 of the behaviour note).
+
+A record of each queue's allocation over time and of the cluster's capacity, both as step
+functions, and the usage one cycle sees: for each queue and resource,
+
+    usage = ∫ allocated(t) · decay(t) dt  /  ∫ capacity(t) · decay(t) dt     over the window,
+
+with decay(t) = 0.5 ** ((now - t) / halfLife) (1 when no half-life is set). The window is the
+last `windowSize` seconds (sliding) or the time since the last multiple of `windowSize` after
+`tumblingWindowStartTime` (tumbling). KAI samples Prometheus at a 1 minute resolution; the step
+functions here are integrated exactly, which is what those samples approximate.
+
+Pure: no clock is read, time is always an argument. The simulator feeds it virtual time and the
+allocations it simulates; the live scheduler can feed it the allocations it records itself.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+
+from kai.framework.config import UsageParams
+from kai.model import QUEUE_RESOURCES
+
+LN2 = math.log(2.0)
+
+
+def window_start(now: float, params: UsageParams) -> float:
+    """Where the usage window of a cycle at `now` begins."""
+    if params.window_type == "tumbling":
+        size, origin = params.window_size, params.tumbling_window_start_time
+        return origin + math.floor((now - origin) / size) * size
+    return now - params.window_size
+
+
+def segment_weights(starts: np.ndarray, ends: np.ndarray, now: float, half_life: float) -> np.ndarray:
+    """∫ decay(t) dt over each segment [start, end) (the segment's length when there is no decay)."""
+    if half_life <= 0:
+        return np.maximum(ends - starts, 0.0)
+    scale = half_life / LN2
+    return np.maximum(scale * (np.exp2(-(now - ends) / half_life) - np.exp2(-(now - starts) / half_life)), 0.0)
+
+
+class UsageHistory:
+    """Step functions of per-queue allocation and of cluster capacity, in core units.
+
+    `record(t, ...)` says "from t on, the values are these" (until the next record). Records must
+    come in time order; a record at the time of the last one replaces it.
+    """
+
+    def __init__(self, resources: tuple[str, ...] = QUEUE_RESOURCES) -> None:
+        self.resources = resources
+        self.queues: dict[str, int] = {}  # queue -> column block (width len(resources))
+        self._times = np.zeros(64)
+        self._alloc = np.zeros((64, 0))
+        self._capacity = np.zeros((64, len(resources)))
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def _column(self, queue: str) -> int:
+        block = self.queues.get(queue)
+        if block is None:
+            block = len(self.queues)
+            self.queues[queue] = block
+            width = len(self.resources)
+            self._alloc = np.hstack([self._alloc, np.zeros((self._alloc.shape[0], width))])
+        return block * len(self.resources)
+
+    def record(self, t: float, allocated: Mapping[str, Mapping[str, float]], capacity: Mapping[str, float]) -> None:
+        """From `t` on, queue q holds allocated[q][resource] and the cluster has capacity[resource]."""
+        width = len(self.resources)
+        for queue in allocated:
+            self._column(queue)
+        if self._count and t < self._times[self._count - 1]:
+            raise ValueError(f"usage records must come in time order: {t} is before {self._times[self._count - 1]}")
+        if self._count and t == self._times[self._count - 1]:
+            row = self._count - 1
+        else:
+            if self._count == self._times.size:
+                self._times = np.concatenate([self._times, np.zeros(self._times.size)])
+                self._alloc = np.vstack([self._alloc, np.zeros_like(self._alloc)])
+                self._capacity = np.vstack([self._capacity, np.zeros_like(self._capacity)])
+            row = self._count
+            self._count += 1
+        self._times[row] = t
+        self._alloc[row] = 0.0
+        for queue, amounts in allocated.items():
+            col = self.queues[queue] * width
+            for i, res in enumerate(self.resources):
+                self._alloc[row, col + i] = float(amounts.get(res, 0.0))
+        self._capacity[row] = [float(capacity.get(res, 0.0)) for res in self.resources]
+
+    def forget_before(self, t: float) -> None:
+        """Drop what no window starting at or after `t` can see (keeps the step in force at `t`)."""
+        if not self._count:
+            return
+        first = int(np.searchsorted(self._times[: self._count], t, side="right")) - 1
+        if first <= 0:
+            return
+        keep = self._count - first
+        self._times[:keep] = self._times[first : self._count]
+        self._alloc[:keep] = self._alloc[first : self._count]
+        self._capacity[:keep] = self._capacity[first : self._count]
+        self._count = keep
+
+    def usage(self, now: float, params: UsageParams) -> dict[str, dict[str, float]]:
+        """Each queue's usage at `now` as a fraction of capacity, per resource (0 with no history)."""
+        result = {q: dict.fromkeys(self.resources, 0.0) for q in self.queues}
+        if not self._count:
+            return result
+        start = window_start(now, params)
+        times = self._times[: self._count]
+        first = max(int(np.searchsorted(times, start, side="right")) - 1, 0)
+        last = int(np.searchsorted(times, now, side="left"))  # records at or after `now` do not count yet
+        if last <= first:
+            return result
+        seg_starts = np.maximum(times[first:last], start)
+        seg_ends = np.minimum(np.append(times[first + 1 : last], now), now)
+        weights = segment_weights(seg_starts, seg_ends, now, params.half_life_period)
+        capacity = weights @ self._capacity[first:last]
+        allocated = weights @ self._alloc[first:last]
+        width = len(self.resources)
+        for queue, block in self.queues.items():
+            for i, res in enumerate(self.resources):
+                denominator = capacity[i]
+                if denominator > 0:
+                    result[queue][res] = float(allocated[block * width + i] / denominator)
+        return result
