@@ -242,10 +242,10 @@ class PodGrouperController:
             self.configmap = Reflector(
                 kube, CONFIGMAPS, namespace=self.config.default_priorities_namespace or "default",
                 field_selector=f"metadata.name={self.config.default_priorities_configmap}",
-                on_event=self._on_configmap, name="podgrouper-defaults",
+                name="podgrouper-defaults",
             )
         self._defaults: tuple[WorkloadDefaults, ...] = ()
-        self._defaults_error = ""
+        self._defaults_version = ""
 
     # -- lifecycle ------------------------------------------------------------------------------
     @property
@@ -325,16 +325,23 @@ class PodGrouperController:
             ):
                 self.queue.add(object_key(pod))
 
-    def _on_configmap(self, event_type: str, configmap: dict[str, Any], old: dict[str, Any] | None) -> None:
-        if event_type == DELETED:
-            self._defaults, self._defaults_error = (), ""
-            return
-        text = (configmap.get("data") or {}).get("types")
-        try:
-            self._defaults, self._defaults_error = (parse_default_priorities(text) if text else ()), ""
-        except GroupingError as err:
-            self._defaults_error = str(err)
-            log.warning("default priorities ignored: %s", err)
+    def _default_priorities(self) -> tuple[WorkloadDefaults, ...]:
+        """The default-priorities table from the watched ConfigMap (parsed once per version of it)."""
+        if self.configmap is None:
+            return ()
+        configmaps = self.configmap.store.list()
+        if not configmaps:
+            return ()
+        version = str((configmaps[0].get("metadata") or {}).get("resourceVersion"))
+        if version != self._defaults_version:
+            text = (configmaps[0].get("data") or {}).get("types")
+            try:
+                self._defaults = parse_default_priorities(text) if text else ()
+            except GroupingError as err:
+                self._defaults = ()
+                log.warning("default priorities ignored: %s", err)
+            self._defaults_version = version
+        return self._defaults
 
     # -- the work loop --------------------------------------------------------------------------
     def _work(self) -> None:
@@ -419,7 +426,7 @@ class PodGrouperController:
             pod=pod,
             owners=owners,
             namespace_labels=_labels(namespace),
-            default_priorities=self._defaults,
+            default_priorities=self._default_priorities(),
             priority_classes=classes if self.priority_classes.synced.is_set() else None,
             existing_podgroups=existing,
             related=self._related(pod, owners),

@@ -311,3 +311,20 @@ def install_widget_crd(live_cluster: LiveCluster) -> None:
         assert exc.status == 409
     kube = Kube(live_cluster.api)
     wait_for("widgets to be served", lambda: ResourceMapper(kube).resource("example.com/v1", "Widget"))
+
+
+def test_the_default_priorities_configmap_applies_per_kind(kube: Kube, namespace: str) -> None:
+    name = unique_scheduler_name()
+    types = '[{"typeName": "Job", "group": "batch", "priorityName": "inference", "preemptibility": "non-preemptible"}]'
+    kube.post(f"/api/v1/namespaces/{namespace}/configmaps",
+              {"metadata": {"name": "kai-defaults"}, "data": {"types": types}})
+    config = ControllerConfig(options=GroupingOptions(scheduler_name=name), default_priorities_configmap="kai-defaults",
+                              default_priorities_namespace=namespace)
+    objects = job_with_pod(namespace, "served")
+    objects[1]["spec"]["schedulerName"] = name
+    with running_controller(kube, config):
+        created = create_tree(kube, objects, namespace)
+        grouped_pod(kube, namespace, "served-0")
+    group = podgroup(kube, namespace, f"pg-served-{created['Job/served']['metadata']['uid']}")
+    assert group is not None
+    assert (group["spec"]["priorityClassName"], group["spec"]["preemptibility"]) == ("inference", "non-preemptible")
