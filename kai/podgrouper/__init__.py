@@ -1,4 +1,4 @@
-"""Workload kind -> PodGroup rules (pure) and, later, their controller.
+"""Workload kind -> PodGroup rules (pure); their controller is `kai.podgrouper.controller`.
 
 `group_pod(OwnerChain(pod, owners, ...))` returns the `PodGroupMetadata` of the
 pod's PodGroup (`to_manifest()` gives the `scheduling.run.ai/v2alpha2` object,
