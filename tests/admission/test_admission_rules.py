@@ -225,3 +225,24 @@ def test_webhook_configurations_follow_kai() -> None:
     assert mutating["webhooks"][0]["rules"][0]["operations"] == ["CREATE"]
     url = WebhookSettings(ca_bundle=b"", url_base="https://127.0.0.1:9443/")
     assert webhook_configurations(url)[1]["webhooks"][0]["clientConfig"]["url"] == "https://127.0.0.1:9443/mutate--v1-pod"
+
+
+def test_the_rules_import_only_the_standard_library_and_kai_api() -> None:
+    import ast
+    import sys
+    from pathlib import Path
+
+    import kai.admission
+
+    folder = Path(kai.admission.__file__).parent
+    for name in ("rules.py", "review.py", "registration.py"):
+        for node in ast.walk(ast.parse((folder / name).read_text())):
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                modules = [node.module or ""]
+            else:
+                continue
+            for module in modules:
+                top = module.split(".")[0]
+                assert top in sys.stdlib_module_names or module.startswith("kai.api"), (name, module)
