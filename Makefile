@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test test-offline lint bench bench-large controlplane clean
+.PHONY: demo test test-offline lint bench bench-large bench-live controlplane clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -35,6 +35,11 @@ bench: $(STAMP)
 
 bench-large: $(STAMP)
 	$(PY) bench/run.py --sizes S,M,L
+
+# The live scheduler on a real control plane: N KWOK nodes, M pods in gangs (override with
+# BENCH_LIVE_ARGS="--nodes 50 --pods 500"); prints pods bound per second and cycle latencies.
+bench-live: $(STAMP) controlplane
+	$(PY) bench/live.py $(BENCH_LIVE_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

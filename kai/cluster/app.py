@@ -46,8 +46,9 @@ class LiveOptions:
     renew_deadline: float = 10.0
     retry_period: float = 2.0
     listen: str = "127.0.0.1:8080"  # host:port; port 0 picks a free one; "" serves nothing
-    binder_workers: int = 16
-    writers: int = 16
+    binder_workers: int = 8
+    writers: int = 8
+    routine_events: bool = True  # Scheduled / Bound events on every pod, as KAI
     eviction_api: bool = False
     record_dir: Path | None = None
     record_every: int = 0
@@ -67,7 +68,7 @@ class LiveProcess:
         self.cache = ClusterCache(kube, kinds)
         self.metrics = Metrics()
         component = "kai-scheduler" if o.scheduler else "kai-binder"
-        self.events = EventRecorder(kube, component)
+        self.events = EventRecorder(kube, component, routine=o.routine_events)
         self.pool = ThreadPoolExecutor(o.writers, thread_name_prefix="writer")
         self.scheduler: Scheduler | None = None
         self.binder: Binder | None = None
@@ -77,7 +78,7 @@ class LiveProcess:
                 kube,
                 self.cache,
                 workers=o.binder_workers,
-                events=EventRecorder(kube, "kai-binder"),
+                events=EventRecorder(kube, "kai-binder", routine=o.routine_events),
                 fake_gpu_uuids=o.fake_gpu_uuids,
                 reservation_timeout=o.reservation_timeout,
                 on_bound=lambda pod, seconds: (

@@ -134,6 +134,7 @@ class Binder:
         self.on_bound = on_bound
         self._queue: queue.Queue[str | None] = queue.Queue()
         self._queued: set[str] = set()
+        self._processing: set[str] = set()
         self._queued_lock = threading.Lock()
         self._node_locks: dict[str, threading.Lock] = defaultdict(threading.Lock)
         self._node_locks_lock = threading.Lock()
@@ -222,12 +223,17 @@ class Binder:
                 return
             with self._queued_lock:
                 self._queued.discard(key)
-            if not self.active.is_set():
-                continue
+                if key in self._processing:
+                    continue  # another worker has it; the resync brings it back if it stays open
+                self._processing.add(key)
             try:
-                self.process(key)
+                if self.active.is_set():
+                    self.process(key)
             except Exception:  # a bug must not kill the worker
                 log.exception("binding %s failed unexpectedly", key)
+            finally:
+                with self._queued_lock:
+                    self._processing.discard(key)
 
     # -- one BindRequest ------------------------------------------------------------------------
     def process(self, key: str) -> None:
@@ -255,16 +261,28 @@ class Binder:
             node = self.cache.store(NODES).get(node_name)
             if node is None:
                 raise BindError(f"node {node_name} does not exist")
-            with self._node_lock(node_name):
-                fractional = spec.get("receivedResourceType") == "Fraction"
-                groups = list(spec.get("selectedGPUGroups") or [])
-                if fractional and not groups:
-                    raise BindError("a Fraction request names no GPU group")
-                self._check_fit(pod, node, groups if fractional else [])
-                if fractional:
+            fractional = spec.get("receivedResourceType") == "Fraction"
+            groups = list(spec.get("selectedGPUGroups") or [])
+            if fractional and not groups:
+                raise BindError("a Fraction request names no GPU group")
+            if fractional:
+                # Shared GPUs: the whole bind under the node's lock, so that one group never gets two
+                # reservation pods.
+                with self._node_lock(node_name):
+                    self._check_fit(pod, node, groups)
                     self._prepare_shared_gpus(pod, node_name, groups, spec)
-                self._bind(pod, node_name)
-                self._assumed[node_name][pod_key] = self._requests(pod)
+                    self._bind(pod, node_name)
+                    self._assumed[node_name][pod_key] = self._requests(pod)
+            else:
+                # Reserve under the lock (fit check + assume), bind outside it: binds to one node overlap.
+                with self._node_lock(node_name):
+                    self._check_fit(pod, node, [])
+                    self._assumed[node_name][pod_key] = self._requests(pod)
+                try:
+                    self._bind(pod, node_name)
+                except BaseException:
+                    self._assumed[node_name].pop(pod_key, None)
+                    raise
             self.cache.assume_bound(pod, node_name)
             self._report(br, "Succeeded", "")
             self.bound += 1
@@ -449,7 +467,7 @@ class Binder:
         try:
             self.kube.post("/api/v1/namespaces", {"metadata": {"name": RESERVATION_NAMESPACE}})
         except ApiError as err:
-            if err.status != 409:
+            if err.status not in (403, 409):  # 403: not ours to create (the Helm chart makes it)
                 raise
         self._namespace_ready = True
 

@@ -105,6 +105,9 @@ def run(
     config: Annotated[
         Path | None, typer.Option("--config", help="Scheduler configuration file (KAI's format).")
     ] = None,
+    scheduler_name: Annotated[
+        str | None, typer.Option("--scheduler-name", help="Pods with this schedulerName are ours (config's default).")
+    ] = None,
     schedule_period: Annotated[str, typer.Option("--schedule-period", help="Time between cycles.")] = "1s",
     binder: Annotated[bool, typer.Option("--binder/--no-binder", help="Run the binder in this process too.")] = True,
     listen: Listen = "0.0.0.0:8080",
@@ -128,6 +131,10 @@ def run(
 
     _setup_logging(log_level)
     cfg = _config(config)
+    if scheduler_name:
+        import dataclasses
+
+        cfg = dataclasses.replace(cfg, params=dataclasses.replace(cfg.params, scheduler_name=scheduler_name))
     duration = _duration("--lease-duration", lease_duration)
     options = LiveOptions(
         config=cfg,

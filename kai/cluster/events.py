@@ -3,7 +3,9 @@
 ``EventRecorder.record(obj, type, reason, message)`` queues a ``v1 Event`` about ``obj``; a
 small pool of threads posts them. The same (object UID, reason, message) is written at most
 once per ``dedupe_seconds``, so a pod that stays unschedulable for an hour gets one event per
-message change, not one per cycle. When the queue is full, events are dropped (and counted):
+message change, not one per cycle. ``routine=False`` leaves out the Normal events of routine
+success (``Scheduled``, ``Bound``: two API writes per pod that KAI makes), for throughput.
+When the queue is full, events are dropped (and counted):
 events are advice, never worth slowing the scheduler down.
 """
 
@@ -21,11 +23,20 @@ from kai.cluster.kube import EVENTS, ApiError, Kube
 
 log = logging.getLogger("kai.cluster.events")
 
+ROUTINE_REASONS = frozenset({"Scheduled", "Bound"})
+
 
 class EventRecorder:
     def __init__(
-        self, kube: Kube, component: str, workers: int = 2, dedupe_seconds: float = 600.0, capacity: int = 10000
+        self,
+        kube: Kube,
+        component: str,
+        workers: int = 2,
+        dedupe_seconds: float = 600.0,
+        capacity: int = 10000,
+        routine: bool = True,
     ) -> None:
+        self.routine = routine  # False: skip Normal events about routine success (Scheduled, Bound)
         self.kube = kube
         self.component = component
         self.dedupe_seconds = dedupe_seconds
@@ -39,6 +50,8 @@ class EventRecorder:
 
     def record(self, obj: dict[str, Any], event_type: str, reason: str, message: str) -> bool:
         """Queue an event; returns False if it was a duplicate or dropped."""
+        if not self.routine and event_type == "Normal" and reason in ROUTINE_REASONS:
+            return False
         meta = obj.get("metadata") or {}
         uid = str(meta.get("uid") or meta.get("name"))
         key = (uid, reason, message)

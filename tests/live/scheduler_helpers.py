@@ -66,9 +66,24 @@ def kai_run(kubeconfig: Path, scheduler_name: str, *args: str, log: Path | None 
     config.write_text(f"schedulerParams:\n  schedulerName: {scheduler_name}\n")
     out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - handed to the child
     return subprocess.Popen(
-        [sys.executable, "-m", "kai.cli", "run", "--kubeconfig", str(kubeconfig), "--config", str(config),
-         "--listen-address", "127.0.0.1:0", "--fake-gpu-uuids", *args],
-        stdout=out, stderr=subprocess.STDOUT, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        [
+            sys.executable,
+            "-m",
+            "kai.cli",
+            "run",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--config",
+            str(config),
+            "--listen-address",
+            "127.0.0.1:0",
+            "--fake-gpu-uuids",
+            *args,
+        ],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        cwd=REPO,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
 
 

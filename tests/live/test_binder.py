@@ -37,8 +37,12 @@ def bind_request(kube: Kube, namespace: str, pod_name: str, node: str) -> dict[s
             "namespace": namespace,
             "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": pod_name, "uid": p["metadata"]["uid"]}],
         },
-        "spec": {"podName": pod_name, "selectedNode": node, "receivedResourceType": "Regular",
-                 "receivedGPU": {"count": 1, "portion": "1.00"}},
+        "spec": {
+            "podName": pod_name,
+            "selectedNode": node,
+            "receivedResourceType": "Regular",
+            "receivedGPU": {"count": 1, "portion": "1.00"},
+        },
     }
     return kube.post(BIND_REQUESTS.path(namespace), body)
 
@@ -91,11 +95,17 @@ def test_a_request_for_a_pod_that_is_gone_fails_and_the_scheduler_would_drop_it(
     try:
         assert cache.wait_synced(10)
         view: CacheView = wait("the view", lambda: (v := cache.view()) and f"{namespace}/q" in v.binding and v)
-        stale = {br["metadata"]["name"]: why for br, why in view.stale_bind_requests
-                 if br["metadata"]["namespace"] == namespace}
+        stale = {
+            br["metadata"]["name"]: why
+            for br, why in view.stale_bind_requests
+            if br["metadata"]["namespace"] == namespace
+        }
         assert stale == {"p": "its pod is gone"}
-        shown = next(o for o in view.objects if o["kind"] == "Pod" and o["metadata"]["name"] == "q"
-                     and o["metadata"]["namespace"] == namespace)
+        shown = next(
+            o
+            for o in view.objects
+            if o["kind"] == "Pod" and o["metadata"]["name"] == "q" and o["metadata"]["namespace"] == namespace
+        )
         assert shown["spec"]["nodeName"] == nodes[0], "a pod with a live BindRequest is presented as bound"
         assert not pods(kube, namespace)["q"]["spec"].get("nodeName"), "while the object itself is untouched"
     finally:

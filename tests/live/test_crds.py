@@ -254,7 +254,10 @@ def test_rbac_manifests_are_accepted(live_cluster: LiveCluster) -> None:
     rbac = k8s.RbacAuthorizationV1Api(live_cluster.api)
     role = rbac.read_cluster_role("kai-scheduler")
     granted = {(g, r) for rule in role.rules for g in (rule.api_groups or []) for r in (rule.resources or [])}
-    for needed in [("", "pods"), ("", "pods/binding"), ("", "nodes"), ("scheduling.run.ai", "queues"),
+    for needed in [("", "pods"), ("", "nodes"), ("scheduling.run.ai", "queues"),
                    ("scheduling.run.ai", "podgroups"), ("scheduling.run.ai", "bindrequests"),
                    ("kai.scheduler", "topologies")]:
         assert needed in granted, needed
+    binder = rbac.read_cluster_role("kai-binder")  # the binder binds; the scheduler only asks it to
+    granted = {(g, r) for rule in binder.rules for g in (rule.api_groups or []) for r in (rule.resources or [])}
+    assert ("", "pods/binding") in granted and ("scheduling.run.ai", "bindrequests/status") in granted

@@ -71,10 +71,10 @@ def test_the_scheduler_recovers_from_api_errors_and_loses_nothing(
             proxy.enabled = False
             wait(
                 "the queue status to show every GPU",
-                lambda: ((admin.get(QUEUES.path(name=q)).get("status") or {}).get("allocated") or {}).get(
-                    "nvidia.com/gpu"
-                )
-                == str(GANGS * SIZE),
+                lambda: (
+                    ((admin.get(QUEUES.path(name=q)).get("status") or {}).get("allocated") or {}).get("nvidia.com/gpu")
+                    == str(GANGS * SIZE)
+                ),
                 timeout=30,
             )
             time.sleep(0.5)
@@ -86,7 +86,8 @@ def test_the_scheduler_recovers_from_api_errors_and_loses_nothing(
             if (br.get("status") or {}).get("phase") == "Succeeded":
                 assert br["spec"]["selectedNode"] == placed[pname], pname
         refused = [
-            e for e in admin.get(EVENTS.path(namespace))["items"]
+            e
+            for e in admin.get(EVENTS.path(namespace))["items"]
             if e["reason"] == "BindingError" and "already bound" in e["message"]
         ]
         # A pod whose BindRequest was deleted mid-bind may be placed again; the API server refuses the

@@ -75,11 +75,13 @@ def test_a_gang_that_does_not_fit_binds_nothing_and_says_why(
     with scheduler(kube, name) as process:
         explained = wait(
             "a why-pending condition on every pod",
-            lambda: all(
-                (c := condition(p, "PodScheduled")) and c["reason"] == "Unschedulable"
-                for p in pods(kube, namespace).values()
-            )
-            and pods(kube, namespace),
+            lambda: (
+                all(
+                    (c := condition(p, "PodScheduled")) and c["reason"] == "Unschedulable"
+                    for p in pods(kube, namespace).values()
+                )
+                and pods(kube, namespace)
+            ),
         )
         time.sleep(1.0)  # several more cycles
         assert process.scheduler is not None and process.scheduler.cycles >= 5
@@ -104,9 +106,11 @@ def test_an_impossible_pod_shows_why_and_status_is_written_only_on_change(
         wait("the small pod to be bound", lambda: "fine" in bound(kube, namespace))
         huge = wait(
             "the why-pending condition",
-            lambda: condition(p := pods(kube, namespace)["huge"], "PodScheduled")
-            and condition(p, "PodScheduled")["reason"] == "Unschedulable"
-            and p,
+            lambda: (
+                condition(p := pods(kube, namespace)["huge"], "PodScheduled")
+                and condition(p, "PodScheduled")["reason"] == "Unschedulable"
+                and p
+            ),
         )
         cond = condition(huge, "PodScheduled")
         assert cond["status"] == "False"
@@ -121,7 +125,8 @@ def test_an_impossible_pod_shows_why_and_status_is_written_only_on_change(
         assert pods(kube, namespace)["huge"]["metadata"]["resourceVersion"] == version, "no hot loop on the pod"
         assert process.status.writes == writes, "nothing changed, nothing written"
     unschedulable = [
-        e for e in kube.get(EVENTS.path(namespace))["items"]
+        e
+        for e in kube.get(EVENTS.path(namespace))["items"]
         if e["reason"] == "Unschedulable" and e["involvedObject"]["name"] == "huge"
     ]
     assert len(unschedulable) == 1, "one event per message, not one per cycle"

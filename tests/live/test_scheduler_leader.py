@@ -60,10 +60,27 @@ def test_one_leader_acts_and_a_standby_takes_over(live_cluster: LiveCluster, nam
     ports = [free_port(), free_port()]
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "kai.cli", "run", "--kubeconfig", str(live_cluster.kubeconfig),
-             "--config", str(config), "--listen-address", f"127.0.0.1:{port}", "--lease-duration", f"{LEASE:g}s",
-             "--lease-namespace", namespace, "--schedule-period", "0.2s"],
-            stdout=(tmp_path / f"run-{port}.log").open("wb"), stderr=subprocess.STDOUT, cwd=REPO,
+            [
+                sys.executable,
+                "-m",
+                "kai.cli",
+                "run",
+                "--kubeconfig",
+                str(live_cluster.kubeconfig),
+                "--config",
+                str(config),
+                "--listen-address",
+                f"127.0.0.1:{port}",
+                "--lease-duration",
+                f"{LEASE:g}s",
+                "--lease-namespace",
+                namespace,
+                "--schedule-period",
+                "0.2s",
+            ],
+            stdout=(tmp_path / f"run-{port}.log").open("wb"),
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
         )
         for port in ports
     ]
@@ -83,10 +100,16 @@ def test_one_leader_acts_and_a_standby_takes_over(live_cluster: LiveCluster, nam
         texts = {p: _get(p, "/metrics")[1] for p in ports}
         assert _metric(texts[leader], "kai_pods_scheduled_total") >= 1
         assert _metric(texts[standby], "kai_pods_scheduled_total") == 0, "the standby never acts"
-        for metric in ("kai_e2e_scheduling_latency_milliseconds", "kai_open_session_latency_milliseconds",
-                       "kai_action_scheduling_latency_milliseconds", "kai_queue_fair_share_gpu",
-                       "kai_queue_gpu_usage", "kai_task_scheduling_latency_milliseconds_bucket",
-                       "kai_task_bind_latency_milliseconds_bucket", "kai_podgroups_scheduled_by_action_total"):
+        for metric in (
+            "kai_e2e_scheduling_latency_milliseconds",
+            "kai_open_session_latency_milliseconds",
+            "kai_action_scheduling_latency_milliseconds",
+            "kai_queue_fair_share_gpu",
+            "kai_queue_gpu_usage",
+            "kai_task_scheduling_latency_milliseconds_bucket",
+            "kai_task_bind_latency_milliseconds_bucket",
+            "kai_podgroups_scheduled_by_action_total",
+        ):
             assert metric in texts[leader], metric
         code, body = _get(leader, "/snapshot")
         assert code == 200 and json.loads(body)["kind"] == "List"

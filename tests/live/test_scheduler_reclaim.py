@@ -35,10 +35,10 @@ def test_queue_b_gets_its_half_back_by_reclaim(live_cluster: LiveCluster, namesp
             wait("queue A to fill the cluster", lambda: len(bound(kube, namespace)) == 16)
             wait(
                 "queue A's status to show 16 GPUs allocated",
-                lambda: ((kube.get(QUEUES.path(name=qa)).get("status") or {}).get("allocated") or {}).get(
-                    "nvidia.com/gpu"
-                )
-                == "16",
+                lambda: (
+                    ((kube.get(QUEUES.path(name=qa)).get("status") or {}).get("allocated") or {}).get("nvidia.com/gpu")
+                    == "16"
+                ),
             )
             for i in range(8):
                 create(kube, podgroup(f"b-{i}", namespace, qb))

@@ -59,18 +59,32 @@ def test_recorded_snapshots_replay_to_the_same_decisions(
     config = tmp_path / "config.yaml"
     config.write_text(f"schedulerParams:\n  schedulerName: {name}\n")
     decided = sorted(record.glob("decisions-*.json"))
-    interesting = [
-        d for d in decided if any(json.loads(d.read_text())[k] for k in ("bound", "pipelined", "evicted"))
-    ]
+    interesting = [d for d in decided if any(json.loads(d.read_text())[k] for k in ("bound", "pipelined", "evicted"))]
     kinds = {k for d in interesting for k in ("bound", "evicted") if json.loads(d.read_text())[k]}
     assert kinds == {"bound", "evicted"}, "the recording holds binds and a reclaim"
     for path in interesting[:6]:
         live = json.loads(path.read_text())
         snapshot = path.with_name(path.name.replace("decisions-", "snapshot-").replace(".json", ".yaml"))
         done = subprocess.run(
-            [sys.executable, "-m", "kai.cli", "simulate", "-f", str(snapshot), "--now", live["now"],
-             "--config", str(config), "-o", "json"],
-            capture_output=True, text=True, cwd=REPO, timeout=120, check=False,
+            [
+                sys.executable,
+                "-m",
+                "kai.cli",
+                "simulate",
+                "-f",
+                str(snapshot),
+                "--now",
+                live["now"],
+                "--config",
+                str(config),
+                "-o",
+                "json",
+            ],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=120,
+            check=False,
         )
         assert done.returncode == 0, done.stderr
         (offline,) = json.loads(done.stdout)["rounds"]

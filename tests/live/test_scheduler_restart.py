@@ -58,8 +58,12 @@ def test_sigkill_during_a_burst_loses_nothing_and_binds_nothing_twice(
         assert len(uids) == GANGS * SIZE
         second = kai_run(live_cluster.kubeconfig, name, *args, log=log)
         started = time.monotonic()
-        placed = wait("every pod to be bound", lambda: len(bound(kube, namespace)) == GANGS * SIZE and bound(
-            kube, namespace), timeout=120, interval=0.5)
+        placed = wait(
+            "every pod to be bound",
+            lambda: len(bound(kube, namespace)) == GANGS * SIZE and bound(kube, namespace),
+            timeout=120,
+            interval=0.5,
+        )
         took = time.monotonic() - started
         time.sleep(1.0)  # and nothing moves afterwards
         final = pods(kube, namespace)
@@ -73,7 +77,8 @@ def test_sigkill_during_a_burst_loses_nothing_and_binds_nothing_twice(
             assert br is not None and br["spec"]["selectedNode"] == node, pname
             assert br["status"]["phase"] == "Succeeded", (pname, br["status"])
         refused = [
-            e for e in kube.get(EVENTS.path(namespace))["items"]
+            e
+            for e in kube.get(EVENTS.path(namespace))["items"]
             if e["reason"] == "BindingError" and "already bound" in e["message"]
         ]
         assert refused == []

@@ -1,0 +1,287 @@
+"""`make bench-live`: the live scheduler on a real control plane with KWOK GPU nodes.
+
+Starts its own etcd + kube-apiserver + KWOK, creates N nodes (default 500 x 8 GPUs) and M pods
+(default 5,000, in gangs of 10 with a PodGroup each; every other gang asks 1 GPU per pod, the
+rest only CPU), then starts the scheduler and the binder (one process, as `kai run`) and
+measures until every pod is bound:
+
+* pods bound per second (first cycle start -> last pod bound, as seen by an independent watch);
+* the cycle latency distribution and where a cycle's time goes (snapshot, actions, apply);
+* CPU seconds used by the scheduler process and by kube-apiserver, etcd and KWOK.
+
+``--measure-client`` also times listing the M pods through the official client's typed models
+against raw JSON (the choice kai.cluster.kube made). Figures are printed and, with ``--out``,
+written as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kubernetes import client as k8s
+
+from kai.cluster.app import LiveOptions, LiveProcess
+from kai.cluster.kube import PODGROUPS, PODS, QUEUES, Kube
+from kai.cluster.reflector import Reflector
+from kai.cluster.scheduler import CycleReport
+from kai.devcluster.controlplane import ControlPlane
+from kai.devcluster.nodes import GpuNodeSpec, create_gpu_nodes
+
+NS = "bench"
+
+
+def _cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
+
+
+def _workload(pods: int, gang: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    groups, items = [], []
+    for g in range((pods + gang - 1) // gang):
+        size = min(gang, pods - g * gang)
+        name = f"g{g:05d}"
+        groups.append(
+            {
+                "apiVersion": "scheduling.run.ai/v2alpha2",
+                "kind": "PodGroup",
+                "metadata": {"name": name, "namespace": NS},
+                "spec": {"minMember": size, "queue": "bench"},
+            }
+        )
+        resources: dict[str, Any] = {"requests": {"cpu": "100m" if g % 2 == 0 else "1", "memory": "256Mi"}}
+        if g % 2 == 0:
+            resources["limits"] = {"nvidia.com/gpu": "1"}
+        for i in range(size):
+            items.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": f"{name}-{i}", "namespace": NS, "annotations": {"pod-group-name": name}},
+                    "spec": {
+                        "schedulerName": "kai-scheduler",
+                        "terminationGracePeriodSeconds": 0,
+                        "containers": [{"name": "main", "image": "busybox", "resources": resources}],
+                    },
+                }
+            )
+    return groups, items
+
+
+def _measure_client(cp: ControlPlane, kube: Kube, repeat: int = 3) -> dict[str, float]:
+    api = cp.api_client()
+    core = k8s.CoreV1Api(api)
+    typed, raw, parse = [], [], []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        items = core.list_namespaced_pod(NS).items
+        typed.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        data = kube.list_all(PODS.path(NS), page_size=0)["items"]
+        raw.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        body = core.list_namespaced_pod(NS, _preload_content=False).data
+        t1 = time.perf_counter()
+        json.loads(body)
+        parse.append(time.perf_counter() - t1)
+        del t0
+        assert len(items) == len(data)
+    return {
+        "pods": float(len(data)),
+        "typed_models_s": min(typed),
+        "raw_json_s": min(raw),
+        "json_loads_only_s": min(parse),
+        "typed_over_raw": min(typed) / min(raw),
+    }
+
+
+def run(
+    nodes: int,
+    gpus: int,
+    pods: int,
+    gang: int,
+    period: float,
+    measure_client: bool,
+    timeout: float,
+    workers: int = 8,
+    routine_events: bool = True,
+) -> dict:
+    cp = ControlPlane().start(timeout=120)
+    result: dict[str, Any] = {
+        "nodes": nodes,
+        "gpus_per_node": gpus,
+        "pods": pods,
+        "gang": gang,
+        "period_s": period,
+        "workers": workers,
+        "routine_events": routine_events,
+    }
+    try:
+        kube = Kube.from_kubeconfig(str(cp.kubeconfig), pool_size=64)
+        t0 = time.perf_counter()
+        for i in range(0, nodes, 100):
+            create_gpu_nodes(
+                cp.api_client(),
+                min(100, nodes - i),
+                GpuNodeSpec(gpus=gpus),
+                name_prefix="bench",
+                start_index=i,
+                timeout=300,
+            )
+        result["setup_nodes_s"] = time.perf_counter() - t0
+        kube.post("/api/v1/namespaces", {"metadata": {"name": NS}})
+        unlimited = {"quota": -1, "overQuotaWeight": 1, "limit": -1}
+        kube.post(
+            QUEUES.path(),
+            {
+                "apiVersion": "scheduling.run.ai/v2",
+                "kind": "Queue",
+                "metadata": {"name": "bench"},
+                "spec": {"resources": {"gpu": unlimited, "cpu": unlimited, "memory": unlimited}},
+            },
+        )
+        groups, items = _workload(pods, gang)
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(lambda g: kube.post(PODGROUPS.path(NS), g), groups))
+            list(pool.map(lambda p: kube.post(PODS.path(NS), p), items))
+        result["setup_pods_s"] = time.perf_counter() - t0
+        if measure_client:
+            result["client"] = _measure_client(cp, kube)
+            print("client:", json.dumps(result["client"]), flush=True)
+
+        # An independent watch tells when each pod is bound.
+        bound_at: dict[str, float] = {}
+        lock = threading.Lock()
+
+        def on_pod(kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+            if (obj.get("spec") or {}).get("nodeName"):
+                with lock:
+                    bound_at.setdefault(obj["metadata"]["name"], time.perf_counter())
+
+        watcher = Reflector(Kube.from_kubeconfig(str(cp.kubeconfig)), PODS, namespace=NS, on_event=on_pod).start()
+        watcher.wait_synced(60)
+        cycles: list[CycleReport] = []
+        options = LiveOptions(
+            period=period,
+            leader_elect=False,
+            listen="",
+            binder_workers=workers,
+            writers=workers,
+            routine_events=routine_events,
+        )
+        process = LiveProcess(kube, options)
+        assert process.scheduler is not None
+        process.scheduler.on_cycle = cycles.append
+        pids = {name: proc.pid for name, proc in cp.processes.items()}
+        cpu_before = {name: _cpu_seconds(pid) for name, pid in pids.items()}
+        self_before = time.process_time()
+        start = time.perf_counter()
+        process.start()
+        deadline = time.monotonic() + timeout
+        while len(bound_at) < pods and time.monotonic() < deadline:
+            time.sleep(0.2)
+        end = time.perf_counter()
+        process.stop()
+        watcher.stop()
+        cpu = {name: _cpu_seconds(pid) - cpu_before[name] for name, pid in pids.items()}
+        cpu["scheduler+binder (this process)"] = time.process_time() - self_before
+        times = sorted(bound_at.values())
+        latencies = sorted(c.seconds for c in cycles)
+        busy = [c for c in cycles if c.bound or c.evicted]
+        steps: dict[str, float] = {}
+        for c in cycles:
+            for name, seconds in c.steps.items():
+                steps[name] = steps.get(name, 0.0) + seconds
+
+        def pct(p: float) -> float:
+            return latencies[min(len(latencies) - 1, int(p * len(latencies)))] if latencies else 0.0
+
+        first_cycle = start
+        result.update(
+            {
+                "bound": len(bound_at),
+                "all_bound": len(bound_at) == pods,
+                "wall_s": end - start,
+                "first_bind_after_s": (times[0] - first_cycle) if times else None,
+                "last_bind_after_s": (times[-1] - first_cycle) if times else None,
+                "pods_per_s": len(times) / (times[-1] - first_cycle) if times else 0.0,
+                "pods_per_s_after_first_bind": (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 else 0.0,
+                "cycles": len(cycles),
+                "cycles_that_bound": len(busy),
+                "cycle_latency_s": {
+                    "p50": pct(0.5),
+                    "p90": pct(0.9),
+                    "p99": pct(0.99),
+                    "max": latencies[-1] if latencies else 0.0,
+                    "mean": statistics.fmean(latencies) if latencies else 0.0,
+                },
+                "busiest_cycles": [
+                    {
+                        "bound": len(c.bound),
+                        "seconds": round(c.seconds, 3),
+                        "steps": {k: round(v, 3) for k, v in c.steps.items()},
+                    }
+                    for c in sorted(cycles, key=lambda c: -c.seconds)[:3]
+                ],
+                "time_in_steps_s": {k: round(v, 3) for k, v in sorted(steps.items(), key=lambda kv: -kv[1])},
+                "cpu_s": {k: round(v, 2) for k, v in cpu.items()},
+                "binder": {
+                    "bound": process.binder.bound if process.binder else 0,
+                    "failed": process.binder.failed if process.binder else 0,
+                },
+            }
+        )
+    finally:
+        cp.stop()
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=500)
+    parser.add_argument("--gpus", type=int, default=8)
+    parser.add_argument("--pods", type=int, default=5000)
+    parser.add_argument("--gang", type=int, default=10)
+    parser.add_argument("--period", type=float, default=1.0, help="schedule period in seconds")
+    parser.add_argument("--measure-client", action="store_true", help="typed models vs raw JSON for the pod list")
+    parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument("--workers", type=int, default=8, help="BindRequest writers and binder workers")
+    parser.add_argument("--no-routine-events", action="store_true", help="no Scheduled/Bound event per pod")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    result = run(
+        args.nodes,
+        args.gpus,
+        args.pods,
+        args.gang,
+        args.period,
+        args.measure_client,
+        args.timeout,
+        args.workers,
+        not args.no_routine_events,
+    )
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+    if not result["all_bound"]:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,223 @@
+"""The Helm chart: `helm template` output is accepted by the API server (server-side dry run of every
+object), and its least-privilege roles are enough: the scheduler and the binder run as their own
+service accounts (impersonated) and schedule a gang, a fractional pod and a why-pending condition."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kai.cluster.cache import RESERVATION_NAMESPACE
+from kai.cluster.kube import PODS, ApiError, Kube, Resource
+from kai.devcluster import build
+from kai.devcluster.live import LiveCluster
+from tests.live.scheduler_helpers import (
+    REPO,
+    bound,
+    cleanup,
+    condition,
+    create,
+    fresh_nodes,
+    pod,
+    podgroup,
+    pods,
+    queue,
+    scheduler,
+    wait,
+)
+
+CHART = REPO / "deploy" / "helm" / "kai-scheduler"
+HELM_VERSION = "v3.16.4"
+RELEASE_NS = "kai-scheduler"
+
+KINDS = {
+    ("v1", "Namespace"): Resource("Namespace", "v1", "namespaces", False),
+    ("v1", "ServiceAccount"): Resource("ServiceAccount", "v1", "serviceaccounts", True),
+    ("v1", "ConfigMap"): Resource("ConfigMap", "v1", "configmaps", True),
+    ("v1", "Secret"): Resource("Secret", "v1", "secrets", True),
+    ("v1", "Service"): Resource("Service", "v1", "services", True),
+    ("apps/v1", "Deployment"): Resource("Deployment", "apps/v1", "deployments", True),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"): Resource(
+        "ClusterRole", "rbac.authorization.k8s.io/v1", "clusterroles", False
+    ),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): Resource(
+        "ClusterRoleBinding", "rbac.authorization.k8s.io/v1", "clusterrolebindings", False
+    ),
+    ("rbac.authorization.k8s.io/v1", "Role"): Resource("Role", "rbac.authorization.k8s.io/v1", "roles", True),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): Resource(
+        "RoleBinding", "rbac.authorization.k8s.io/v1", "rolebindings", True
+    ),
+    ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"): Resource(
+        "ValidatingWebhookConfiguration", "admissionregistration.k8s.io/v1", "validatingwebhookconfigurations", False
+    ),
+    ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"): Resource(
+        "MutatingWebhookConfiguration", "admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations", False
+    ),
+    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): Resource(
+        "CustomResourceDefinition", "apiextensions.k8s.io/v1", "customresourcedefinitions", False
+    ),
+    ("scheduling.run.ai/v2", "Queue"): Resource("Queue", "scheduling.run.ai/v2", "queues", False),
+}
+
+
+@pytest.fixture(scope="module")
+def helm() -> Path:
+    """helm from PATH, or built once from the Go module proxy into the control-plane cache."""
+    found = shutil.which("helm")
+    if found:
+        return Path(found)
+    target = build.cache_root() / f"helm-{HELM_VERSION}" / "bin"
+    binary = target / "helm"
+    if not binary.exists():
+        target.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(
+            ["go", "install", "-trimpath", "-ldflags", "-s -w", f"helm.sh/helm/v3/cmd/helm@{HELM_VERSION}"],
+            env={**os.environ, "GOBIN": str(target), "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"},
+            capture_output=True,
+            text=True,
+            timeout=1500,
+            check=False,
+        )
+        if done.returncode != 0 or not binary.exists():
+            reason = f"helm could not be built: {done.stderr.strip()[-400:]}"
+            if os.environ.get("CI"):
+                pytest.fail(reason)
+            pytest.skip(reason)
+    return binary
+
+
+def render(helm: Path, *values: str) -> list[dict[str, Any]]:
+    args = [
+        str(helm),
+        "template",
+        "kai",
+        str(CHART),
+        "--namespace",
+        RELEASE_NS,
+        "--include-crds",
+        "--kube-version",
+        "1.34.4",
+    ]
+    for value in values:
+        args += ["--set", value]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    return [d for d in yaml.safe_load_all(done.stdout) if d]
+
+
+def apply(kube: Kube, obj: dict[str, Any], dry_run: bool) -> dict[str, Any]:
+    resource = KINDS[(obj["apiVersion"], obj["kind"])]
+    meta = obj["metadata"]
+    path = resource.path(meta.get("namespace") or RELEASE_NS if resource.namespaced else None, meta["name"])
+    query = {"fieldManager": "kai-helm-test", "force": "true"}
+    if dry_run:
+        query["dryRun"] = "All"
+    return kube.request("PATCH", path, query, obj, "application/apply-patch+yaml")
+
+
+def _namespace(kube: Kube, name: str) -> None:
+    try:
+        kube.post("/api/v1/namespaces", {"metadata": {"name": name}})
+    except ApiError as err:
+        assert err.status == 409, err
+
+
+def test_helm_template_is_accepted_by_the_api_server(helm: Path, live_cluster: LiveCluster) -> None:
+    kube = Kube.from_kubeconfig(str(live_cluster.kubeconfig))
+    for name in (RELEASE_NS, RESERVATION_NAMESPACE):
+        _namespace(kube, name)
+    for values in (
+        (),
+        (
+            "scheduler.replicas=2",
+            "scheduler.evictionApi=true",
+            "global.gpuSharing=true",
+            "scheduler.config.actions=allocate\\, reclaim",
+        ),
+    ):
+        docs = render(helm, *values)
+        kinds = {(d["kind"], d["metadata"]["name"]) for d in docs}
+        for needed in (
+            ("Deployment", "kai-scheduler"),
+            ("Deployment", "kai-binder"),
+            ("ClusterRole", "kai-scheduler"),
+            ("ClusterRole", "kai-binder"),
+            ("ConfigMap", "kai-scheduler-config"),
+            ("Role", "kai-binder-reservations"),
+        ):
+            assert needed in kinds, needed
+        for doc in docs:
+            accepted = apply(kube, doc, dry_run=True)
+            assert accepted["metadata"]["name"] == doc["metadata"]["name"]
+        config = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "kai-scheduler-config")
+        parsed = yaml.safe_load(config["data"]["config.yaml"])
+        assert parsed["schedulerParams"]["schedulerName"] == "kai-scheduler"
+        args = next(d for d in docs if d["metadata"]["name"] == "kai-scheduler" and d["kind"] == "Deployment")
+        argv = args["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert argv[:2] == ["run", "--no-binder"]
+
+
+def _as(live: LiveCluster, account: str) -> Kube:
+    kube = Kube.from_kubeconfig(str(live.kubeconfig))
+    kube.api.set_default_header("Impersonate-User", f"system:serviceaccount:{RELEASE_NS}:{account}")
+    return kube
+
+
+def test_the_chart_roles_are_enough_for_the_scheduler_and_the_binder(
+    helm: Path, live_cluster: LiveCluster, namespace: str, tmp_path: Path
+) -> None:
+    admin = Kube.from_kubeconfig(str(live_cluster.kubeconfig))
+    for name in (RELEASE_NS, RESERVATION_NAMESPACE):
+        _namespace(admin, name)
+    rbac_kinds = {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ServiceAccount"}
+    for doc in render(helm):
+        if doc["kind"] in rbac_kinds:
+            apply(admin, doc, dry_run=False)
+    name = "kai-scheduler-rbac-test"
+    q = f"q-{name}"
+    create(admin, queue(q))
+    fresh_nodes(live_cluster, 2, gpus=4)
+    as_scheduler, as_binder = _as(live_cluster, "kai-scheduler"), _as(live_cluster, "kai-binder")
+    with pytest.raises(ApiError) as denied:  # the scheduler cannot bind by itself
+        as_scheduler.post(f"/api/v1/namespaces/{namespace}/pods/x/binding", {"target": {"name": "n"}})
+    assert denied.value.status == 403
+    try:
+        with (
+            scheduler(
+                as_scheduler,
+                name,
+                binder=False,
+                leader_elect=True,
+                lease_namespace=RELEASE_NS,
+                lease_name=f"{name}-scheduler",
+            ),
+            scheduler(
+                as_binder,
+                name,
+                scheduler=False,
+                leader_elect=True,
+                lease_namespace=RELEASE_NS,
+                lease_name=f"{name}-binder",
+            ),
+        ):
+            create(admin, podgroup("gang", namespace, q, min_member=4))
+            for i in range(4):
+                create(admin, pod(f"w{i}", namespace, name, group="gang", gpus=1))
+            create(admin, pod("half", namespace, name, queue_name=q, annotations={"gpu-fraction": "0.5"}))
+            create(admin, pod("huge", namespace, name, queue_name=q, gpus=8))
+            wait("the gang and the fraction bound", lambda: len(bound(admin, namespace)) == 5, timeout=60)
+            wait(
+                "the why-pending condition",
+                lambda: (
+                    (c := condition(pods(admin, namespace)["huge"], "PodScheduled")) and c["reason"] == "Unschedulable"
+                ),
+            )
+    finally:
+        cleanup(admin, namespace, [q])
+        admin.delete(PODS.path(RESERVATION_NAMESPACE), query={"gracePeriodSeconds": 0})
