@@ -504,6 +504,10 @@ class Solver:
         if not tasks:
             return Outcome(False)
         self.requested = sum(task_gpus(ssn, t) for t in tasks)
+        for task in tasks:
+            status = ssn.pre_predicate(task)
+            if status.code is Code.UNRESOLVABLE:  # no eviction can help (e.g. larger than any node)
+                return Outcome(False, status.message)
         mask = np.ones(len(ssn.nodes), dtype=bool)
         needs_gpu = all(t.needs_gpu for t in tasks)
         for t in {t.placement_signature: t for t in tasks}.values():

@@ -78,3 +78,12 @@ def test_preemption_takes_the_lowest_priority_victims_first() -> None:
     objects += job("low", "q", gpus=2, nodes="n1", priority_class="train", age=20)
     result = run([*objects, *job("top", "q", gpus=2, priority_class="inference")], config=ONLY_PREEMPT)
     assert evictions(result) == {"ns/low": ("preempt", "ns/top")}
+
+
+def test_a_job_no_node_could_ever_hold_evicts_nothing() -> None:
+    # hi asks for more CPU than any node has: no eviction can help, nothing is touched.
+    objects = full_queue("build")
+    objects[-1]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1000"
+    result = run(objects, config=ONLY_PREEMPT)
+    assert result["rounds"][0]["evicted"] == []
+    assert "more than any single node has" in result["podGroups"]["ns/hi"]["message"]
