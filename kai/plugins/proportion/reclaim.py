@@ -37,7 +37,7 @@ class ReclaimRules:
         self.p = plugin
         self.multiplier = multiplier
         self.ssn = ssn
-        self._sums: dict[int, tuple[list[PodInfo], int, np.ndarray]] = {}
+        self._sums: dict[int, tuple[list[PodInfo], int, tuple[float, float, float]]] = {}
         self._shares: dict[str, list[float]] = {}
         # Queues not above their deserved quota in any resource when the session opened: kept whole
         # this cycle, even if allocate gives them more before reclaim runs.
@@ -56,16 +56,17 @@ class ReclaimRules:
     def _request(self, tasks: list[PodInfo]) -> np.ndarray:
         return sum((self.p.queue_vector(t) for t in tasks), np.zeros(3))
 
-    def _picked_sum(self, picked: list[PodInfo]) -> np.ndarray:
+    def _picked_sum(self, picked: list[PodInfo]) -> tuple[float, float, float]:
         """Sum of a victim list that only grows: cached per list object, extended incrementally."""
         cached = self._sums.get(id(picked))
         if cached is None or cached[0] is not picked or cached[1] > len(picked):
-            cached = (picked, 0, np.zeros(3))
-        _, counted, total = cached
+            cached = (picked, 0, (0.0, 0.0, 0.0))
+        _, counted, (g, c, m) = cached
         for task in picked[counted:]:
-            total = total + self.p.queue_vector(task)
-        self._sums[id(picked)] = (picked, len(picked), total)
-        return total
+            vg, vc, vm = self.p.queue_vector(task).tolist()
+            g, c, m = g + vg, c + vc, m + vm
+        self._sums[id(picked)] = (picked, len(picked), (g, c, m))
+        return g, c, m
 
     def _path(self, queue: str) -> list[str]:
         return [q.name for q in self.ssn.queue_path(queue)]
@@ -142,7 +143,9 @@ class ReclaimRules:
         share = self._shares.get(queue.name)
         if share is None:  # constant within the session
             share = self._shares[queue.name] = attrs.allocatable(self.p.total).tolist()
-        allocated = (attrs.allocated - self._picked_sum(picked) if picked else attrs.allocated).tolist()
+        allocated = attrs.allocated.tolist()
+        if picked:
+            allocated = [a - p for a, p in zip(allocated, self._picked_sum(picked), strict=True)]
         return -max(a / c if c > EPS else a * 1000.0 for a, c in zip(allocated, share, strict=True))
 
     # -- scenarios ----------------------------------------------------------------------------------
