@@ -32,6 +32,7 @@ from kai.cluster.kube import NAMESPACES, PODGROUPS, PODS, QUEUES, ApiError, Kube
 from kai.devcluster.live import LiveCluster
 
 LABEL = "kai-test/admission"
+SKIP_LABEL = "kai-test/not-for-kai"
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +47,7 @@ def webhooks(live_cluster: LiveCluster, tmp_path_factory: pytest.TempPathFactory
         url_base=f"https://127.0.0.1:{server.port}",
         name=f"kai-admission-{marker}",
         namespace_selector={"matchLabels": {LABEL: marker}},
+        pod_selector={"matchExpressions": [{"key": SKIP_LABEL, "operator": "DoesNotExist"}]},
         queue_selector={"matchLabels": {LABEL: marker}},
         podgroup_namespace_selector={"matchLabels": {LABEL: marker}},
     )
@@ -165,6 +167,14 @@ def test_an_update_that_breaks_the_gpu_request_is_rejected_but_others_pass(
 def test_namespaces_outside_the_selector_are_not_seen(webhooks: tuple[Kube, str], namespace: str) -> None:
     kube, _ = webhooks  # `namespace` is not labelled: the API server does not call the webhook
     created = create_pod(kube, namespace, gpu_pod("unseen", {"gpu-fraction": "1.5"}, gpus=1))
+    assert "runtimeClassName" not in created["spec"]
+
+
+def test_pods_outside_the_pod_selector_are_not_seen(webhooks: tuple[Kube, str], ns: str) -> None:
+    kube, _ = webhooks
+    body = gpu_pod("unselected", {"gpu-fraction": "1.5"}, gpus=1)
+    body["metadata"]["labels"] = {SKIP_LABEL: "yes"}
+    created = create_pod(kube, ns, body)
     assert "runtimeClassName" not in created["spec"]
 
 
