@@ -51,6 +51,7 @@ from kai.cluster.kube import (
     Resource,
     object_key,
 )
+from kai.cluster.leader import LeaderElector
 from kai.cluster.reflector import DELETED, MODIFIED, Reflector, wait_all_synced
 
 from .chain import GroupingOptions, OwnerChain, RelatedObjects, WorkloadDefaults, parse_default_priorities
@@ -82,6 +83,10 @@ class ControllerConfig:
     default_priorities_configmap: str = ""
     default_priorities_namespace: str = ""
     resync_seconds: float = 0.0  # > 0: re-handle every pod that often (a safety net; watches suffice)
+    leader_elect: bool = False  # several replicas: only the holder of the Lease writes; the others keep warm
+    lease_namespace: str = "kai-scheduler"
+    lease_name: str = "kai-podgrouper"
+    lease_durations: tuple[float, float, float] = (15.0, 10.0, 2.0)  # lease duration, renew deadline, retry
     event_instance: str = field(default_factory=lambda: os.environ.get("POD_NAME") or socket.gethostname())
 
 
@@ -246,6 +251,13 @@ class PodGrouperController:
             )
         self._defaults: tuple[WorkloadDefaults, ...] = ()
         self._defaults_version = ""
+        self.leader: LeaderElector | None = None
+        if self.config.leader_elect:
+            duration, deadline, retry = self.config.lease_durations
+            self.leader = LeaderElector(
+                kube, self.config.lease_namespace, self.config.lease_name, self.config.event_instance,
+                lease_duration=duration, renew_deadline=deadline, retry_period=retry,
+            )
 
     # -- lifecycle ------------------------------------------------------------------------------
     @property
@@ -255,6 +267,8 @@ class PodGrouperController:
 
     def start(self, sync_timeout: float = 60.0) -> PodGrouperController:
         """Start the watches, wait (up to `sync_timeout`) for their first lists, then the workers."""
+        if self.leader is not None:
+            self.leader.start()
         for reflector in self.reflectors[:-1]:
             reflector.start()
         if not wait_all_synced(self.reflectors[:-1], sync_timeout):
@@ -276,6 +290,8 @@ class PodGrouperController:
     def stop(self) -> None:
         self._stop.set()
         self.queue.shutdown()
+        if self.leader is not None:
+            self.leader.stop()
         for reflector in self.reflectors:
             reflector.stop()
         for thread in self._threads:
@@ -346,6 +362,9 @@ class PodGrouperController:
     # -- the work loop --------------------------------------------------------------------------
     def _work(self) -> None:
         while not self._stop.is_set():
+            if self.leader is not None and not self.leader.is_leader:
+                self._stop.wait(0.2)  # a standby: its watches stay warm, its queue fills, it writes nothing
+                continue
             key = self.queue.get(timeout=1.0)
             if key is None:
                 continue

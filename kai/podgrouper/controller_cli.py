@@ -38,6 +38,10 @@ def podgrouper(
     default_priorities_configmap_name: Annotated[str, typer.Option(help="ConfigMap of per-kind defaults.")] = "",
     default_priorities_configmap_namespace: Annotated[str, typer.Option(help="Its namespace.")] = "kai-scheduler",
     workers: Annotated[int, typer.Option(min=1, help="Pods handled in parallel.")] = 4,
+    leader_elect: Annotated[bool, typer.Option(help="Write only while holding the Lease (for replicas > 1).")] = (
+        False
+    ),
+    lease_namespace: Annotated[str, typer.Option(help="Namespace of the Lease.")] = "kai-scheduler",
     verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Debug logging.")] = False,
 ) -> None:
     """Group pods into PodGroups by their workload (top owner), as KAI's podgrouper does."""
@@ -54,6 +58,7 @@ def podgrouper(
         options=options, namespace_selector=namespace_selector, pod_selector=pod_selector, workers=workers,
         default_priorities_configmap=default_priorities_configmap_name,
         default_priorities_namespace=default_priorities_configmap_namespace,
+        leader_elect=leader_elect, lease_namespace=lease_namespace,
     )
     try:
         kube = Kube.connect(str(kubeconfig) if kubeconfig else None)

@@ -328,3 +328,34 @@ def test_the_default_priorities_configmap_applies_per_kind(kube: Kube, namespace
     group = podgroup(kube, namespace, f"pg-served-{created['Job/served']['metadata']['uid']}")
     assert group is not None
     assert (group["spec"]["priorityClassName"], group["spec"]["preemptibility"]) == ("inference", "non-preemptible")
+
+
+def test_with_leader_election_one_replica_writes_and_a_standby_takes_over(kube: Kube, namespace: str) -> None:
+    name = unique_scheduler_name()
+
+    def replica(identity: str) -> PodGrouperController:
+        config = ControllerConfig(options=GroupingOptions(scheduler_name=name), workers=1, leader_elect=True,
+                                  lease_namespace=namespace, lease_name="kai-podgrouper", event_instance=identity,
+                                  lease_durations=(3.0, 2.0, 0.3))
+        return PodGrouperController(kube, config).start(sync_timeout=20)
+
+    def bare(pod_name: str) -> None:
+        kube.post(PODS.path(namespace), {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod_name},
+                                         "spec": {"schedulerName": name,
+                                                  "containers": [{"name": "main", "image": "x"}]}})
+
+    first = replica("first")
+    wait_for("the first replica to lead", lambda: first.leader is not None and first.leader.is_leader)
+    second = replica("second")
+    try:
+        bare("one")
+        grouped_pod(kube, namespace, "one")
+        assert (first.podgroups_created, second.podgroups_created, second.reconciled) == (1, 0, 0)
+        first.stop()  # releases the Lease
+        wait_for("the standby to lead", lambda: second.leader is not None and second.leader.is_leader)
+        bare("two")
+        grouped_pod(kube, namespace, "two")
+        assert second.podgroups_created == 1
+    finally:
+        first.stop()
+        second.stop()
