@@ -50,10 +50,10 @@ def test_recorded_snapshots_replay_to_the_same_decisions(
                 create(kube, pod(f"b-{i}", namespace, name, group=f"b-{i}", gpus=1, annotations={}))
             wait(
                 "B to take GPUs back by reclaim",
-                lambda: len([p for p in bound(kube, namespace) if p.startswith("b-")]) >= 3,
+                lambda: any(p.startswith("b-") for p in bound(kube, namespace)),
                 timeout=60,
             )
-            time.sleep(1.0)  # a few quiet cycles, recorded too
+            time.sleep(2.0)  # more reclaims and quiet cycles, recorded too
     finally:
         cleanup(kube, namespace, [qa, qb])
     config = tmp_path / "config.yaml"
