@@ -222,6 +222,8 @@ class PodGrouperController:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._reported: dict[str, set[str]] = {}  # pod uid -> event messages already sent
+        self._podgroups_by_namespace: dict[str, dict[str, dict[str, Any]]] = {}  # from the PodGroup watch
+        self._index_lock = threading.Lock()
         self._reported_lock = threading.Lock()
         # Counters (tests and logs).
         self.reconciled = 0
@@ -331,9 +333,16 @@ class PodGrouperController:
                 self.queue.add(object_key(pod))
 
     def _on_podgroup(self, event_type: str, podgroup: dict[str, Any], old: dict[str, Any] | None) -> None:
+        meta = podgroup.get("metadata") or {}
+        namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        with self._index_lock:
+            in_namespace = self._podgroups_by_namespace.setdefault(namespace, {})
+            if event_type == DELETED:
+                in_namespace.pop(name, None)
+            else:
+                in_namespace[name] = podgroup
         if event_type != DELETED:
             return  # a deleted PodGroup is made again for the pods that still name it
-        meta = podgroup.get("metadata") or {}
         for pod in self.pods.store.list():
             pod_meta = pod.get("metadata") or {}
             if pod_meta.get("namespace") == meta.get("namespace") and (
@@ -435,11 +444,8 @@ class PodGrouperController:
     def _chain(self, pod: dict[str, Any], namespace: Mapping[str, Any]) -> OwnerChain:
         owners = self._owners(pod)
         namespace_name = str((pod.get("metadata") or {}).get("namespace") or "")
-        existing = {
-            _name(pg): pg
-            for pg in self.podgroups.store.list()
-            if (pg.get("metadata") or {}).get("namespace") == namespace_name
-        }
+        with self._index_lock:
+            existing = dict(self._podgroups_by_namespace.get(namespace_name) or {})
         classes = frozenset(_name(pc) for pc in self.priority_classes.store.list())
         return OwnerChain(
             pod=pod,
