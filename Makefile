@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test test-offline lint bench bench-large bench-live controlplane clean
+.PHONY: demo test test-offline lint bench bench-large bench-live bench-trace controlplane clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -35,6 +35,10 @@ bench: $(STAMP)
 
 bench-large: $(STAMP)
 	$(PY) bench/run.py --sizes S,M,L
+
+# The simulator over time: a 10,000-job synthetic week on 500 nodes x 8 GPUs (BENCH_TRACE_ARGS to vary it).
+bench-trace: $(STAMP)
+	$(PY) bench/trace.py $(BENCH_TRACE_ARGS)
 
 # The live scheduler on a real control plane: N KWOK nodes, M pods in gangs (override with
 # BENCH_LIVE_ARGS="--nodes 50 --pods 500"); prints pods bound per second and cycle latencies.

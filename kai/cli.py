@@ -20,6 +20,7 @@ from kai.api.timeutil import parse_time
 from kai.cluster.cli import register as register_live
 from kai.devcluster.cli import app as devcluster_app
 from kai.podgrouper.controller_cli import podgrouper as podgrouper_command
+from kai.sim.trace_cli import simulate_trace, what_if
 
 app = typer.Typer(
     help="kai: a scheduler for AI workloads on Kubernetes, compatible with KAI Scheduler.",
@@ -31,6 +32,8 @@ app.add_typer(devcluster_app, name="dev-cluster")
 register_live(app)  # kai run, kai binder
 app.command("podgrouper")(podgrouper_command)  # kai podgrouper
 app.command("admission")(admission_command)  # kai admission
+app.command("simulate-trace")(simulate_trace)  # kai simulate-trace: a workload over virtual time
+app.command("what-if")(what_if)  # kai what-if: when would this job start
 err = Console(stderr=True, highlight=False)
 
 

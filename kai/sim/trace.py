@@ -9,10 +9,12 @@ that an eviction takes below its gang restarts from its last checkpoint (from sc
 checkpointing): its remaining pods are released too, as a training job's controller would do.
 
 Cycles happen on a grid of `cyclePeriod` virtual seconds. A cycle whose outcome could not differ
-from the previous one is skipped: one runs only when jobs arrived or finished, when the previous
-cycle changed something, or — while jobs wait — every `idleCycleInterval` (so that time-based fair
-share, whose usage KAI refreshes every `fetchInterval`, and anything else that depends on the
-clock get their turn). `exact=True` runs every cycle of the grid instead.
+from the previous one is skipped: one runs when jobs arrived or finished, after a cycle that evicted
+or pipelined pods (resources are being released), and — while jobs wait — after `idleCycleInterval`
+of quiet, so that what depends on the clock gets its turn (time-based fair share, whose usage KAI
+refreshes every `fetchInterval`; min-runtime protections; stale gangs). Each quiet cycle that decides
+nothing doubles that interval, up to `maxIdleCycleInterval`; any event resets it. `exact=True` runs
+every cycle of the grid instead.
 
 Time-based fair share: when the scheduler config has `usageDBConfig`, the allocation history of
 the simulation itself feeds `kai.sim.usage`, refreshed every `fetchInterval`, and each cycle's
@@ -69,6 +71,7 @@ class SimJob:
 class TraceParams:
     cycle_period: float = 10.0
     idle_cycle_interval: float = 60.0
+    max_idle_cycle_interval: float = 600.0
     until: float | None = None  # epoch seconds; None: until nothing can change
     exact: bool = False  # run every cycle of the grid
 
@@ -159,6 +162,9 @@ class TraceSimulator:
         self.last_fetch: float | None = None
         self.last_cycle: float | None = None
         self.dirty = False
+        self.idle_interval = params.idle_cycle_interval
+        self.events_since_cycle = True
+        self.last_decisions: Decisions | None = None
         self.changed_allocation = False
         self.evicted_pods = 0
         self.cycles: list[CycleRecord] = []
@@ -281,7 +287,7 @@ class TraceSimulator:
             candidates.append(self._grid_at_or_after(completion))
         future = self.next_arrival < len(self.arrivals) or completion is not None
         if self.pending_jobs and self.last_cycle is not None and future:
-            candidates.append(self._grid_at_or_after(self.last_cycle + self.params.idle_cycle_interval))
+            candidates.append(self._grid_at_or_after(self.last_cycle + self.idle_interval))
         if not candidates:
             return None
         if not future and not self.dirty and self.last_cycle is not None:
@@ -296,6 +302,7 @@ class TraceSimulator:
                 break
             _, _, key, _ = heapq.heappop(self.completions)
             self._complete(self.jobs[key], when)
+            self.events_since_cycle = True
         while self.next_arrival < len(self.arrivals) and self.arrivals[self.next_arrival].submit <= t + EPS:
             job = self.arrivals[self.next_arrival]
             self.next_arrival += 1
@@ -304,6 +311,7 @@ class TraceSimulator:
             job.template = None
             job.state = "pending"
             self.pending_jobs.add(job.key)
+            self.events_since_cycle = True
             for pod in self.state.podgroups[job.key].pods:
                 if pod.status is PodStatus.PENDING:
                     self.pending_shapes[pod_vector(pod, self.min_gpu_mem)] += 1
@@ -335,12 +343,19 @@ class TraceSimulator:
                     self.history.forget_before(t - self.usage_params.window_size)
             usage_gpu = {q: round(v.get(GPU, 0.0), 6) for q, v in state.queue_usage.items()}
         decisions = run_cycle(state, self.config)
+        self.last_decisions = decisions
         new = apply_decisions(state, decisions)
         self.state = new
         self.last_cycle = t
         self.dirty = self._apply(new, decisions, t)
         if self.changed_allocation:
             self._record_allocation(t)
+        if self.events_since_cycle or self.changed_allocation or self.dirty:
+            self.idle_interval = self.params.idle_cycle_interval
+        else:  # a quiet cycle that decided nothing: wait longer before the next quiet one
+            self.idle_interval = min(self.idle_interval * 2, max(self.params.max_idle_cycle_interval, 0.0))
+            self.idle_interval = max(self.idle_interval, self.params.idle_cycle_interval)
+        self.events_since_cycle = False
         self._record_cycle(t, decisions, usage_gpu)
 
     def _apply(self, new: ClusterSnapshot, decisions: Decisions, t: float) -> bool:

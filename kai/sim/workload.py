@@ -6,7 +6,8 @@ name: two-queue-oscillation
 start: 2026-01-01T00:00:00Z        # the instant virtual time starts at
 simulation:
   cyclePeriod: 10s                 # a scheduling cycle every 10 virtual seconds
-  idleCycleInterval: 60s           # with nothing new, still run a cycle this often while jobs wait
+  idleCycleInterval: 60s           # with nothing new, still run a cycle after this long while jobs wait,
+  maxIdleCycleInterval: 10m        #   doubling after each such cycle that decides nothing, up to this
   until: 7d                        # stop here (offset from start); default: when nothing can change
   checkpointInterval: 0s           # default for jobs: evicted jobs lose all progress
 cluster:
@@ -121,6 +122,7 @@ class JobSpec:
 class SimulationParams:
     cycle_period: float = 10.0
     idle_cycle_interval: float = 60.0
+    max_idle_cycle_interval: float = 600.0
     until: float | None = None  # seconds after start
     checkpoint_interval: float = 0.0
     namespace: str = "workloads"
@@ -229,6 +231,9 @@ def parse_workload(raw: Any, where: str = "workload") -> Workload:
         cycle_period=r.span("simulation", "cyclePeriod", sim_raw.get("cyclePeriod"), 10.0, positive=True),
         idle_cycle_interval=r.span(
             "simulation", "idleCycleInterval", sim_raw.get("idleCycleInterval"), 60.0, positive=True
+        ),
+        max_idle_cycle_interval=r.span(
+            "simulation", "maxIdleCycleInterval", sim_raw.get("maxIdleCycleInterval"), 600.0, positive=True
         ),
         until=until,
         checkpoint_interval=r.span("simulation", "checkpointInterval", sim_raw.get("checkpointInterval"), 0.0),
@@ -551,6 +556,7 @@ def simulate_workload(
     params = TraceParams(
         cycle_period=sim.cycle_period,
         idle_cycle_interval=sim.idle_cycle_interval,
+        max_idle_cycle_interval=sim.max_idle_cycle_interval,
         until=workload.start + limit if limit is not None else None,
         exact=exact,
     )
