@@ -63,6 +63,9 @@ KINDS = {
         "CustomResourceDefinition", "apiextensions.k8s.io/v1", "customresourcedefinitions", False
     ),
     ("scheduling.run.ai/v2", "Queue"): Resource("Queue", "scheduling.run.ai/v2", "queues", False),
+    ("scheduling.k8s.io/v1", "PriorityClass"): Resource(
+        "PriorityClass", "scheduling.k8s.io/v1", "priorityclasses", False
+    ),
 }
 
 
