@@ -24,7 +24,6 @@ Rules (KAI's admission plugins, section 9 of the behaviour reference):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -32,6 +31,7 @@ from typing import Any
 
 from kai.api import keys
 from kai.api.errors import Problem
+from kai.api.gpusharing import parse_gpu_sharing
 from kai.api.quantity import QuantityError, parse_quantity
 
 MPS_ANNOTATION = "mps"
@@ -154,11 +154,7 @@ def validate_gpu_sharing(pod: KubeObject, gpu_sharing: bool = True) -> list[Prob
     """Every GPU-sharing rule the pod breaks; each problem names the annotation at fault."""
     obj = describe(pod, "Pod")
     annotations: Mapping[str, str] = _meta(pod).get("annotations") or {}
-    fraction_text = annotations.get(keys.GPU_FRACTION_ANNOTATION)
-    memory_text = annotations.get(keys.GPU_MEMORY_ANNOTATION)
-    devices_text = annotations.get(keys.GPU_FRACTION_NUM_DEVICES_ANNOTATION)
     container_name = annotations.get(keys.GPU_FRACTION_CONTAINER_ANNOTATION)
-    mps = annotations.get(MPS_ANNOTATION)
     problems: list[Problem] = []
 
     def reject(key: str, message: str) -> None:
@@ -170,46 +166,8 @@ def validate_gpu_sharing(pod: KubeObject, gpu_sharing: bool = True) -> list[Prob
                 reject(key, "GPU sharing is disabled on this cluster (enable it with the Helm value global.gpuSharing)")
         return problems
 
-    whole = whole_gpus(pod)
-    if fraction_text is not None:
-        try:
-            fraction = float(fraction_text)
-        except ValueError:
-            fraction = math.nan
-        if not (0 < fraction < 1):  # also catches NaN
-            reject(keys.GPU_FRACTION_ANNOTATION, f"must be a number between 0 and 1 (exclusive), got {fraction_text!r}")
-        if whole > 0:
-            reject(
-                keys.GPU_FRACTION_ANNOTATION,
-                f"cannot be combined with a whole-GPU request ({keys.GPU_RESOURCE}: {whole}); ask for one or the other",
-            )
-    if memory_text is not None:
-        if _positive_int(memory_text) is None:
-            reject(keys.GPU_MEMORY_ANNOTATION, f"must be a positive integer (MiB), got {memory_text!r}")
-        if fraction_text is not None:
-            reject(
-                keys.GPU_MEMORY_ANNOTATION,
-                f"cannot be combined with {keys.GPU_FRACTION_ANNOTATION}; ask for a fraction or an amount of memory",
-            )
-        if whole > 0:
-            reject(
-                keys.GPU_MEMORY_ANNOTATION,
-                f"cannot be combined with a whole-GPU request ({keys.GPU_RESOURCE}: {whole}); ask for one or the other",
-            )
-    shared = fraction_text is not None or memory_text is not None
-    if devices_text is not None:
-        if _positive_int(devices_text) is None:
-            reject(keys.GPU_FRACTION_NUM_DEVICES_ANNOTATION, f"must be a positive integer, got {devices_text!r}")
-        if not shared:
-            reject(
-                keys.GPU_FRACTION_NUM_DEVICES_ANNOTATION,
-                f"needs {keys.GPU_FRACTION_ANNOTATION} or {keys.GPU_MEMORY_ANNOTATION} (the share to take on each GPU)",
-            )
-    if mps is not None and mps.strip().lower() == "true" and not shared:
-        reject(
-            MPS_ANNOTATION,
-            f"MPS is only for shared GPUs: set {keys.GPU_FRACTION_ANNOTATION} or {keys.GPU_MEMORY_ANNOTATION}",
-        )
+    sharing = parse_gpu_sharing(annotations, float(whole_gpus(pod)))  # the rules the loader applies too
+    problems.extend(Problem(obj, field, message) for field, message in sharing.problems)
     if container_name is not None:
         names = {str(c.get("name")) for c in _containers(pod)}
         if container_name not in names:

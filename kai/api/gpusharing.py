@@ -37,7 +37,7 @@ def parse_gpu_sharing(annotations: Mapping[str, object], whole_gpus: float) -> G
         if raw is None:
             return 0
         try:
-            value = parse(str(raw))
+            value = parse(str(raw).strip())
         except ValueError:
             value = None
         if value is None or not valid(value):
@@ -45,39 +45,32 @@ def parse_gpu_sharing(annotations: Mapping[str, object], whole_gpus: float) -> G
             return 0
         return value
 
-    fraction = number(
-        keys.GPU_FRACTION_ANNOTATION,
-        float,
-        lambda v: 0 < v < 1,
-        f"a number between 0 and 1 (exclusive: whole GPUs are asked for with {keys.GPU_RESOURCE})",
-    )
-    memory = int(number(keys.GPU_MEMORY_ANNOTATION, int, lambda v: v > 0, "a positive whole number of MiB"))
-    devices = int(number(keys.GPU_FRACTION_NUM_DEVICES_ANNOTATION, int, lambda v: v > 0, "a positive whole number"))
+    fraction = number(keys.GPU_FRACTION_ANNOTATION, float, lambda v: 0 < v < 1, "a number between 0 and 1 (exclusive)")
+    memory = int(number(keys.GPU_MEMORY_ANNOTATION, int, lambda v: v > 0, "a positive integer (MiB)"))
+    devices = int(number(keys.GPU_FRACTION_NUM_DEVICES_ANNOTATION, int, lambda v: v > 0, "a positive integer"))
     has_fraction = keys.GPU_FRACTION_ANNOTATION in annotations
     has_memory = keys.GPU_MEMORY_ANNOTATION in annotations
+    shared = f"{keys.GPU_FRACTION_ANNOTATION} or {keys.GPU_MEMORY_ANNOTATION}"
+    with_whole = (
+        f"cannot be combined with a whole-GPU request ({keys.GPU_RESOURCE}: {whole_gpus:g}); ask for one or the other"
+    )
     if has_fraction and whole_gpus:
-        problems.append(
-            (_annotation(keys.GPU_FRACTION_ANNOTATION), f"cannot be combined with a request of {keys.GPU_RESOURCE}")
-        )
+        problems.append((_annotation(keys.GPU_FRACTION_ANNOTATION), with_whole))
     if has_memory and whole_gpus:
-        problems.append(
-            (_annotation(keys.GPU_MEMORY_ANNOTATION), f"cannot be combined with a request of {keys.GPU_RESOURCE}")
-        )
+        problems.append((_annotation(keys.GPU_MEMORY_ANNOTATION), with_whole))
     if has_memory and has_fraction:
         problems.append(
-            (_annotation(keys.GPU_MEMORY_ANNOTATION), f"cannot be combined with {keys.GPU_FRACTION_ANNOTATION}")
+            (
+                _annotation(keys.GPU_MEMORY_ANNOTATION),
+                f"cannot be combined with {keys.GPU_FRACTION_ANNOTATION}; ask for a fraction or an amount of memory",
+            )
         )
     if keys.GPU_FRACTION_NUM_DEVICES_ANNOTATION in annotations and not (has_fraction or has_memory):
         problems.append(
-            (
-                _annotation(keys.GPU_FRACTION_NUM_DEVICES_ANNOTATION),
-                f"needs {keys.GPU_FRACTION_ANNOTATION} or {keys.GPU_MEMORY_ANNOTATION}",
-            )
+            (_annotation(keys.GPU_FRACTION_NUM_DEVICES_ANNOTATION), f"needs {shared} (the share to take on each GPU)")
         )
-    if str(annotations.get(MPS_ANNOTATION, "")).lower() == "true" and not (has_fraction or has_memory):
-        problems.append(
-            (_annotation(MPS_ANNOTATION), f"needs {keys.GPU_FRACTION_ANNOTATION} or {keys.GPU_MEMORY_ANNOTATION}")
-        )
+    if str(annotations.get(MPS_ANNOTATION, "")).strip().lower() == "true" and not (has_fraction or has_memory):
+        problems.append((_annotation(MPS_ANNOTATION), f"MPS is only for shared GPUs: set {shared}"))
     if problems:
         return GpuSharing(problems=tuple(problems))
     return GpuSharing(fraction, memory, devices or 1)

@@ -15,6 +15,7 @@ Queue webhook only queues carrying it.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -71,7 +72,19 @@ def ns(webhooks: tuple[Kube, str], namespace: str) -> str:
     """The test's namespace, labelled so that the webhooks see it."""
     kube, marker = webhooks
     kube.patch(NAMESPACES.path(None, namespace), {"metadata": {"labels": {LABEL: marker}}})
-    return namespace
+    # The API server matches namespaceSelector against its namespace cache: wait until the label has
+    # reached it, probing with a dry run of a PodGroup the webhook must refuse.
+    probe = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": "probe"},
+             "spec": {"minMember": 1, "queue": "q", "subGroups": [{"name": "a"}, {"name": "a"}]}}
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            kube.post(PODGROUPS.path(namespace), probe, query={"dryRun": "All"})
+        except ApiError as err:
+            if err.status in (400, 403):
+                return namespace
+        assert time.monotonic() < deadline, "the webhooks never saw the labelled namespace"
+        time.sleep(0.1)
 
 
 def gpu_pod(name: str, annotations: dict[str, str] | None = None, gpus: int = 0,

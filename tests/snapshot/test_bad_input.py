@@ -138,17 +138,17 @@ def test_bad_config(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("annotations", "gpus", "field", "words"),
     [
-        ({"gpu-fraction": "0.5"}, 1, "gpu-fraction", "cannot be combined with a request of nvidia.com/gpu"),
-        ({"gpu-memory": "1000"}, 1, "gpu-memory", "cannot be combined with a request of nvidia.com/gpu"),
+        ({"gpu-fraction": "0.5"}, 1, "gpu-fraction", "cannot be combined with a whole-GPU request"),
+        ({"gpu-memory": "1000"}, 1, "gpu-memory", "cannot be combined with a whole-GPU request"),
         ({"gpu-memory": "1000", "gpu-fraction": "0.5"}, 0, "gpu-memory", "cannot be combined with gpu-fraction"),
         ({"gpu-fraction-num-devices": "2"}, 0, "gpu-fraction-num-devices", "needs gpu-fraction or gpu-memory"),
         ({"gpu-fraction": "0"}, 0, "gpu-fraction", "between 0 and 1"),
         ({"gpu-fraction": "1"}, 0, "gpu-fraction", "between 0 and 1"),
         ({"gpu-fraction": "half"}, 0, "gpu-fraction", "between 0 and 1"),
-        ({"gpu-memory": "-5"}, 0, "gpu-memory", "positive whole number of MiB"),
-        ({"gpu-memory": "1.5"}, 0, "gpu-memory", "positive whole number of MiB"),
+        ({"gpu-memory": "-5"}, 0, "gpu-memory", "positive integer (MiB)"),
+        ({"gpu-memory": "1.5"}, 0, "gpu-memory", "positive integer (MiB)"),
         ({"gpu-fraction": "0.5", "gpu-fraction-num-devices": "0"}, 0, "gpu-fraction-num-devices", "positive"),
-        ({"mps": "true"}, 0, "mps", "needs gpu-fraction or gpu-memory"),
+        ({"mps": "true"}, 0, "mps", "MPS is only for shared GPUs"),
     ],
 )
 def test_contradictory_gpu_sharing_requests(
