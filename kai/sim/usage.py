@@ -11,7 +11,7 @@ last `windowSize` seconds (sliding) or the time since the last multiple of `wind
 functions here are integrated exactly, which is what those samples approximate.
 
 Pure: no clock is read, time is always an argument. The simulator feeds it virtual time and the
-allocations it simulates; the live scheduler can feed it the allocations it records itself.
+allocations it simulates; the live scheduler can feed it its own snapshots through `UsageTracker`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from kai.framework.config import UsageParams
-from kai.model import QUEUE_RESOURCES
+from kai.model import ALLOCATED, GPU, QUEUE_RESOURCES, ClusterSnapshot
 
 LN2 = math.log(2.0)
 
@@ -130,3 +130,63 @@ class UsageHistory:
                 if denominator > 0:
                     result[queue][res] = float(allocated[block * width + i] / denominator)
         return result
+
+
+def snapshot_allocations(snapshot: ClusterSnapshot) -> dict[str, dict[str, float]]:
+    """What each queue (and each ancestor) holds in the snapshot: its running pods, in core units."""
+    min_gpu_memory = float(min((n.gpu_memory_mib for n in snapshot.nodes if n.gpu_memory_mib), default=0))
+    totals = {name: dict.fromkeys(QUEUE_RESOURCES, 0.0) for name in snapshot.queues}
+    for pg in snapshot.podgroups.values():
+        path, queue = [], pg.queue
+        while queue and queue in snapshot.queues and queue not in path:
+            path.append(queue)
+            queue = snapshot.queues[queue].parent
+        for pod in pg.pods:
+            if pod.status not in ALLOCATED:
+                continue
+            shared = pod.gpu.is_shared or pod.gpu.mig
+            amounts = {res: pod.requests.get(res) for res in QUEUE_RESOURCES}
+            if shared:
+                amounts[GPU] = pod.gpu.quota_gpus(min_gpu_memory)
+            for name in path:
+                for res, amount in amounts.items():
+                    totals[name][res] += amount
+    return totals
+
+
+def snapshot_capacity(snapshot: ClusterSnapshot) -> dict[str, float]:
+    """The cluster's capacity (usable nodes' allocatable) per queue resource."""
+    return {res: sum(n.allocatable.get(res) for n in snapshot.nodes if n.usable) for res in QUEUE_RESOURCES}
+
+
+class UsageTracker:
+    """Time-based fair share from the scheduler's own record of allocations (no Prometheus needed).
+
+    The live loop calls, every cycle, before `run_cycle`:
+
+        tracker.observe(snapshot)                             # what runs now holds from now on
+        snapshot.queue_usage = tracker.queue_usage(snapshot.now)
+
+    Usage is recomputed every `fetchInterval` (as KAI's usage lister refreshes), and history that no
+    window can see any more is dropped.
+    """
+
+    def __init__(self, params: UsageParams) -> None:
+        self.params = params
+        self.history = UsageHistory()
+        self._cached: dict[str, dict[str, float]] = {}
+        self._fetched: float | None = None
+        self._observed: float | None = None
+
+    def observe(self, snapshot: ClusterSnapshot) -> None:
+        if self._observed is not None and snapshot.now < self._observed:
+            return  # a clock that stepped back: keep the record in time order
+        self._observed = snapshot.now
+        self.history.record(snapshot.now, snapshot_allocations(snapshot), snapshot_capacity(snapshot))
+
+    def queue_usage(self, now: float) -> dict[str, dict[str, float]]:
+        if self._fetched is None or now - self._fetched >= self.params.fetch_interval or now < self._fetched:
+            self._cached = self.history.usage(now, self.params)
+            self._fetched = now
+            self.history.forget_before(window_start(now, self.params))
+        return self._cached

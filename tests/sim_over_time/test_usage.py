@@ -4,6 +4,7 @@ and the usageDBConfig section of the scheduler configuration."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -121,3 +122,26 @@ def test_bad_usage_params_name_the_field() -> None:
     _, problems, warnings = parse_config({"usageDBConfig": {"usageParams": {"windowType": "cron"}}}, known_actions())
     assert not problems and any("cron" in w for w in warnings)
     assert math.isclose(UsageParams().window_size, 7 * 86400)
+
+
+def test_usage_tracker_feeds_time_based_fair_share_from_snapshots(tmp_path: Path) -> None:
+    """The live scheduler's path: observe each cycle's snapshot, read usage back (no Prometheus)."""
+    from kai.api.timeutil import parse_time
+    from kai.sim.usage import UsageTracker
+    from kai.snapshot.loader import load_snapshot
+    from tests.scenario import NOW, node, pod, podgroup, queue, write
+
+    t0 = parse_time(NOW)
+    base = [node("n1", gpus=8), queue("dept"), queue("team-a", parent="dept"), queue("team-b", parent="dept")]
+    busy = write([*base, podgroup("a", "team-a"), pod("a-0", group="a", gpus=8, node="n1")], tmp_path, "busy.yaml")
+    idle = write(base, tmp_path, "idle.yaml")
+    tracker = UsageTracker(UsageParams(window_size=3600.0, fetch_interval=60.0))
+    tracker.observe(load_snapshot([busy], t0))
+    tracker.observe(load_snapshot([idle], t0 + 600))
+    usage = tracker.queue_usage(t0 + 900)
+    assert usage["team-a"][GPU] == pytest.approx(600 / 900)
+    assert usage["dept"][GPU] == pytest.approx(600 / 900)  # ancestors carry their children's usage
+    assert usage["team-b"][GPU] == 0.0
+    assert tracker.queue_usage(t0 + 930) is usage  # refreshed only every fetchInterval
+    tracker.observe(load_snapshot([idle], t0 + 100))  # a clock that steps back is ignored
+    assert tracker.queue_usage(t0 + 960)["team-a"][GPU] == pytest.approx(600 / 960)
