@@ -6,7 +6,8 @@ Each cycle is `kai.cycle.run_cycle` on the current snapshot, and its decisions a
 simulator moves the world on: jobs are submitted at their submit time, a job that reached its gang
 (every sub-group at minMember) runs and finishes once it has run for its duration, and a job
 that an eviction takes below its gang restarts from its last checkpoint (from scratch without
-checkpointing): its remaining pods are released too, as a training job's controller would do.
+checkpointing): its remaining pods are released too and, as a training job's controller deletes and
+recreates them, its pods are back (pending) `restartDelay` later (30 s, a pod's default grace period).
 
 Cycles happen on a grid of `cyclePeriod` virtual seconds. A cycle whose outcome could not differ
 from the previous one is skipped: one runs when jobs arrived or finished, after a cycle that evicted
@@ -74,6 +75,7 @@ class TraceParams:
     max_idle_cycle_interval: float = 600.0
     until: float | None = None  # epoch seconds; None: until nothing can change
     exact: bool = False  # run every cycle of the grid
+    restart_delay: float = 30.0  # an interrupted job's pods are back (pending) this long after the eviction
 
 
 @dataclass(slots=True)
@@ -143,6 +145,7 @@ class TraceSimulator:
         self.arrivals = sorted((j for j in jobs if j.template is not None), key=lambda j: (j.submit, j.key))
         self.next_arrival = 0
         self.completions: list[tuple[float, int, str, int]] = []
+        self.requeues: list[tuple[float, int, str, PodGroupInfo]] = []  # restarted jobs coming back
         self._seq = 0
         nodes = snapshot.nodes
         self.node_row = {n.name: i for i, n in enumerate(nodes)}
@@ -285,7 +288,9 @@ class TraceSimulator:
         completion = self._next_completion()
         if completion is not None:
             candidates.append(self._grid_at_or_after(completion))
-        future = self.next_arrival < len(self.arrivals) or completion is not None
+        if self.requeues:
+            candidates.append(self._grid_at_or_after(self.requeues[0][0]))
+        future = self.next_arrival < len(self.arrivals) or completion is not None or bool(self.requeues)
         if self.pending_jobs and self.last_cycle is not None and future:
             candidates.append(self._grid_at_or_after(self.last_cycle + self.idle_interval))
         if not candidates:
@@ -302,6 +307,12 @@ class TraceSimulator:
                 break
             _, _, key, _ = heapq.heappop(self.completions)
             self._complete(self.jobs[key], when)
+            self.events_since_cycle = True
+        while self.requeues and self.requeues[0][0] <= t + EPS:
+            _, _, key, pg = heapq.heappop(self.requeues)
+            self.state.podgroups[key] = pg
+            for pod in pg.pods:
+                self.pending_shapes[pod_vector(pod, self.min_gpu_mem)] += 1
             self.events_since_cycle = True
         while self.next_arrival < len(self.arrivals) and self.arrivals[self.next_arrival].submit <= t + EPS:
             job = self.arrivals[self.next_arrival]
@@ -455,6 +466,19 @@ class TraceSimulator:
             if pod.key in self.pod_node:
                 self._pod_stops(pg, pod, back_to_pending=True)
                 pod.status, pod.node, pod.gpu_groups = PodStatus.PENDING, "", ()
+        if self.params.restart_delay > 0:
+            # Its pods are deleted and recreated by the job's controller: it is back after the delay.
+            self._withdraw(self.state.podgroups.pop(pg.key))
+            self._seq += 1
+            heapq.heappush(self.requeues, (t + self.params.restart_delay, self._seq, pg.key, pg))
+
+    def _withdraw(self, pg: PodGroupInfo) -> None:
+        for pod in pg.pods:
+            if pod.status is PodStatus.PENDING:
+                vec = pod_vector(pod, self.min_gpu_mem)
+                self.pending_shapes[vec] -= 1
+                if self.pending_shapes[vec] <= 0:
+                    del self.pending_shapes[vec]
 
     def _record_cycle(self, t: float, decisions: Decisions, usage_gpu: dict[str, float]) -> None:
         free_gpu = self.free[:, 0]

@@ -10,6 +10,7 @@ simulation:
   maxIdleCycleInterval: 10m        #   doubling after each such cycle that decides nothing, up to this
   until: 7d                        # stop here (offset from start); default: when nothing can change
   checkpointInterval: 0s           # default for jobs: evicted jobs lose all progress
+  restartDelay: 30s                # an interrupted job's pods are pending again this long after the eviction
 cluster:
   nodes:
   - {name: dgx, count: 2, gpus: 8, cpu: "128", memory: 1Ti, gpuMemory: 81920, labels: {}}
@@ -126,6 +127,7 @@ class SimulationParams:
     until: float | None = None  # seconds after start
     checkpoint_interval: float = 0.0
     namespace: str = "workloads"
+    restart_delay: float = 30.0
 
 
 @dataclass(slots=True)
@@ -238,6 +240,7 @@ def parse_workload(raw: Any, where: str = "workload") -> Workload:
         until=until,
         checkpoint_interval=r.span("simulation", "checkpointInterval", sim_raw.get("checkpointInterval"), 0.0),
         namespace=str(sim_raw.get("namespace") or "workloads"),
+        restart_delay=r.span("simulation", "restartDelay", sim_raw.get("restartDelay"), 30.0),
     )
     nodes = _nodes(r, r.mapping("", "cluster", raw.get("cluster")))
     queues = _queues(r, r.listing("", "queues", raw.get("queues")))
@@ -557,6 +560,7 @@ def simulate_workload(
         cycle_period=sim.cycle_period,
         idle_cycle_interval=sim.idle_cycle_interval,
         max_idle_cycle_interval=sim.max_idle_cycle_interval,
+        restart_delay=sim.restart_delay,
         until=workload.start + limit if limit is not None else None,
         exact=exact,
     )

@@ -1,7 +1,8 @@
 """How the simulator carries out evictions, whatever action decided them: an evicted job restarts from
-its last checkpoint (from scratch without one), a gang that loses a pod restarts whole, and the lost
-GPU time is counted. Evictions are injected into the cycle's decisions so that these checks do not
-depend on when reclaim or preempt choose to evict."""
+its last checkpoint (from scratch without one), its pods pending again `restartDelay` (30 s) after the
+eviction; a gang that loses a pod restarts whole; and the lost GPU time is counted. Evictions are
+injected into the cycle's decisions so that these checks do not depend on when reclaim or preempt
+choose to evict."""
 
 from __future__ import annotations
 
@@ -42,11 +43,11 @@ def test_an_evicted_job_without_checkpoints_starts_over(evict_at: dict[float, li
     evict_at[1500] = ["workloads/train"]
     _, result = simulate(one_job(), exact=True)
     job = result.jobs[0]
-    # evicted at 1500 s after 1500 s of work, all lost; bound again by the next cycle (1510) for a full hour
+    # evicted at 1500 s after 1500 s of work, all lost; pending again at 1530 and bound then, for a full hour
     assert (job.interruptions, job.evicted_pods) == (1, 1)
     assert job.lost_seconds == 1500.0
     assert job.lost_gpu_seconds == 1500.0 * 8
-    assert finishes(result)["train"] == 1510.0 + 3600.0
+    assert finishes(result)["train"] == 1530.0 + 3600.0
     assert starts(result)["train"] == 0.0  # the first start is what the wait counts
 
 
@@ -54,8 +55,16 @@ def test_checkpoints_keep_the_work_done_up_to_the_last_one(evict_at: dict[float,
     evict_at[1500] = ["workloads/train"]
     _, result = simulate(one_job(checkpointInterval="10m"), exact=True)
     job = result.jobs[0]
-    # 1500 s of work: checkpoints at 600 and 1200 -> 1200 kept, 300 lost; 2400 s left after the restart at 1510
+    # 1500 s of work: checkpoints at 600 and 1200 -> 1200 kept, 300 lost; 2400 s left after the restart at 1530
     assert job.lost_seconds == 300.0
+    assert finishes(result)["train"] == 1530.0 + 2400.0
+
+
+def test_without_restart_delay_the_next_cycle_binds_it_again(evict_at: dict[float, list[str]]) -> None:
+    evict_at[1500] = ["workloads/train"]
+    raw = one_job(checkpointInterval="10m")
+    raw["simulation"]["restartDelay"] = "0s"
+    _, result = simulate(raw, exact=True)
     assert finishes(result)["train"] == 1510.0 + 2400.0
 
 
@@ -66,7 +75,7 @@ def test_a_gang_that_loses_one_pod_restarts_whole(evict_at: dict[float, list[str
     job = result.jobs[0]
     assert job.interruptions == 1 and job.evicted_pods == 1
     assert job.lost_gpu_seconds == 600.0 * 8  # both pods' GPUs lost their work
-    assert finishes(result)["train"] == 610.0 + 3600.0
+    assert finishes(result)["train"] == 630.0 + 3600.0
     cycle = next(c for c in result.cycles if round(c.time - result.start) == 600)
     assert cycle.allocated["team-a"] == 0.0  # the other pod was released as well
     assert cycle.free_gpus == 8.0
