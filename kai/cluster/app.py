@@ -49,6 +49,7 @@ class LiveOptions:
     binder_workers: int = 8
     writers: int = 8
     routine_events: bool = True  # Scheduled / Bound events on every pod, as KAI
+    async_bind_requests: bool = True  # the cycle does not wait for its BindRequests to be written
     eviction_api: bool = False
     record_dir: Path | None = None
     record_every: int = 0
@@ -70,6 +71,7 @@ class LiveProcess:
         component = "kai-scheduler" if o.scheduler else "kai-binder"
         self.events = EventRecorder(kube, component, routine=o.routine_events)
         self.pool = ThreadPoolExecutor(o.writers, thread_name_prefix="writer")
+        self.bind_request_pool = ThreadPoolExecutor(o.writers, thread_name_prefix="bindrequests")
         self.scheduler: Scheduler | None = None
         self.binder: Binder | None = None
         self.leader: LeaderElector | None = None
@@ -91,7 +93,13 @@ class LiveProcess:
             self.scheduler = Scheduler(
                 self.cache,
                 o.config,
-                bind_requests=BindRequestWriter(kube, self.cache.store(BIND_REQUESTS), self.events, self.pool),
+                bind_requests=BindRequestWriter(
+                    kube,
+                    self.cache.store(BIND_REQUESTS),
+                    self.events,
+                    self.bind_request_pool,
+                    in_flight=self.cache.in_flight if o.async_bind_requests else None,
+                ),
                 evictor=Evictor(
                     kube,
                     self.events,
@@ -195,3 +203,4 @@ class LiveProcess:
         if self.http is not None:
             self.http.stop()
         self.pool.shutdown(wait=False, cancel_futures=True)
+        self.bind_request_pool.shutdown(wait=False, cancel_futures=True)

@@ -5,7 +5,8 @@
 live cycle and a simulation of a recorded snapshot decide the same thing), after applying
 KAI's BindRequest rules (section 1.2 of the behaviour note):
 
-* a pod with a non-failed BindRequest and no ``spec.nodeName`` is *Binding*: it is handed to
+* a pod with a non-failed BindRequest (or one the scheduler is creating right now) and no
+  ``spec.nodeName`` is *Binding*: it is handed to
   the builder as a shallow copy with ``spec.nodeName`` = the request's node (and the GPU-group
   labels of a fractional request), so it holds its node's resources like a bound pod;
 * a failed BindRequest, one whose node is gone, and one whose pod is gone (or is another pod
@@ -108,6 +109,8 @@ class ClusterCache:
         self._by_node: dict[str, set[str]] = defaultdict(set)
         self._node_of: dict[str, str] = {}
         self._index_lock = threading.Lock()
+        # BindRequests being created (pod key -> body): the scheduler's own, not yet answered.
+        self.in_flight: dict[str, dict[str, Any]] = {}
         for resource in kinds:
             handler = self._index_pod if resource is PODS else None
             r = Reflector(kube, resource, on_event=handler, watch_timeout=watch_timeout, name=resource.plural)
@@ -196,7 +199,7 @@ class ClusterCache:
         for key, pod in pods.items():
             if key.startswith(RESERVATION_NAMESPACE + "/"):
                 continue
-            br = live_br.get(key)
+            br = live_br.get(key) or self.in_flight.get(key)
             spec = pod.get("spec") or {}
             if br is not None and not spec.get("nodeName"):
                 phase = (pod.get("status") or {}).get("phase")

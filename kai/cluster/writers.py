@@ -72,20 +72,28 @@ class BindRequestWriter:
     """Port: creates the BindRequests of a cycle."""
 
     def __init__(
-        self, kube: Kube, store: Store, events: EventRecorder, pool: ThreadPoolExecutor, pool_name: str = "default"
+        self,
+        kube: Kube,
+        store: Store,
+        events: EventRecorder,
+        pool: ThreadPoolExecutor,
+        in_flight: dict[str, dict[str, Any]] | None = None,
     ) -> None:
+        self.in_flight = in_flight
         self.kube = kube
         self.store = store
         self.events = events
         self.pool = pool
-        self.pool_name = pool_name
         self.created = 0
         self.failed = 0
 
     def write(
         self, bindings: Iterable[Binding], pods: dict[str, dict[str, Any]], snapshot: ClusterSnapshot
     ) -> list[Binding]:
-        """Create one BindRequest per binding; returns the bindings whose request exists now."""
+        """Create one BindRequest per binding. With ``in_flight`` (asynchronous mode) the creations are
+        queued and the bindings returned at once: each request sits in ``in_flight`` (which the cache
+        view treats as a live BindRequest) until the API server has answered. Without it, the call
+        returns when every request is written, with the bindings whose request exists now."""
         infos = {p.key: p for pg in snapshot.podgroups.values() for p in pg.pods}
         memory = {n.name: n.gpu_memory_mib for n in snapshot.nodes}
         jobs = []
@@ -95,10 +103,22 @@ class BindRequestWriter:
                 continue
             body = bind_request_body(binding, pod, infos.get(binding.pod), memory.get(binding.node, 0))
             jobs.append((binding, pod, body))
+        if self.in_flight is not None:
+            for binding, pod, body in jobs:
+                self.in_flight[binding.pod] = body
+                self.pool.submit(self._create, binding, pod, body)
+            return [j[0] for j in jobs]
         done = list(self.pool.map(lambda job: self._create(*job), jobs))
         return [b for b, ok in zip((j[0] for j in jobs), done, strict=True) if ok]
 
     def _create(self, binding: Binding, pod: dict[str, Any], body: dict[str, Any]) -> bool:
+        try:
+            return self._post(binding, pod, body)
+        finally:
+            if self.in_flight is not None:
+                self.in_flight.pop(binding.pod, None)  # after the store has the request (or it failed)
+
+    def _post(self, binding: Binding, pod: dict[str, Any], body: dict[str, Any]) -> bool:
         meta = body["metadata"]
         try:
             created = self.kube.post(BIND_REQUESTS.path(meta["namespace"]), body)
