@@ -92,9 +92,10 @@ def _progress(enabled: bool, total: float, label: str) -> Iterator[Callable[[flo
 
 
 def _label(path: Path, taken: set[str]) -> str:
-    label = path.stem
+    label, number = path.stem, 1
     while label in taken:
-        label += "'"
+        number += 1
+        label = f"{path.stem}-{number}"
     taken.add(label)
     return label
 
