@@ -266,6 +266,8 @@ class StatusUpdater:
 
     def _submit(self, key: str, memo: Any, write: Callable[[], Any]) -> None:
         with self._lock:
+            if len(self._written) > 200_000:  # a bound on memory: forgetting costs one extra write each
+                self._written.clear()
             if self._written.get(key) == memo or key in self._in_flight:
                 self.skipped += 1
                 return
