@@ -190,3 +190,19 @@ def test_store_replace_reports_the_difference() -> None:
     events = store.replace([a2])
     assert sorted((e[0], e[1]["metadata"]["name"]) for e in events) == [("DELETED", "b"), ("MODIFIED", "a")]
     assert store.version == 2 and len(store) == 1
+
+
+def test_bookmarks_advance_the_resource_version_and_error_410_means_relist() -> None:
+    """The server sends bookmarks about once a minute; what the reflector does with one, without waiting."""
+    from kubernetes import client as k8s
+
+    events: list[str] = []
+    r = Reflector(Kube(k8s.ApiClient(k8s.Configuration())), CONFIGMAPS, on_event=lambda k, o, old: events.append(k))
+    r.resource_version = "10"
+    r._handle({"type": "BOOKMARK", "object": {"kind": "ConfigMap", "metadata": {"resourceVersion": "42"}}})
+    assert r.resource_version == "42" and len(r.store) == 0 and events == []
+    r._handle({"type": "ADDED", "object": {"metadata": {"name": "a", "namespace": "n", "resourceVersion": "43"}}})
+    assert r.resource_version == "43" and events == ["ADDED"] and r.store.get("n/a")["kind"] == "ConfigMap"
+    with pytest.raises(ApiError) as gone:
+        r._handle({"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}})
+    assert gone.value.status == 410
