@@ -12,8 +12,9 @@ One cycle (:meth:`Scheduler.run_once`):
    :class:`~kai.cluster.writers.Evictor`, :class:`~kai.cluster.status.StatusUpdater`.
 
 The core never learns that it runs live: it gets a snapshot and returns ``Decisions``. For
-record-and-replay, the objects handed to the builder and ``now`` are kept (``last_input``) and
-can be written as a snapshot file that ``kai simulate -f FILE --now NOW`` replays.
+record-and-replay, the objects the builder accepted and ``now`` are kept (``last_input``) and
+can be written as a snapshot file that ``kai simulate -f FILE --now NOW`` replays (the offline
+loader refuses a snapshot with any bad object; live, bad objects are only left out).
 """
 
 from __future__ import annotations
@@ -136,7 +137,7 @@ class Scheduler:
         result = build_snapshot(view.objects, now, self.config.params.scheduler_name)
         self._report_problems(result.problems, view)
         snapshot = result.snapshot
-        self.last_input = CycleInput(now, view.objects)
+        self.last_input = CycleInput(now, _accepted(view.objects, result.problems))
         steps: dict[str, float] = {}
 
         def run_step(name: str, step: Callable[[], None]) -> None:
@@ -258,3 +259,18 @@ class Scheduler:
 
     def healthy(self, stuck_after: float = 60.0) -> bool:
         return time.monotonic() - self.last_loop < max(stuck_after, 10 * self.period)
+
+
+def _describe(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    name = meta.get("name") or "<unnamed>"
+    namespace = meta.get("namespace")
+    return f"{obj.get('kind')} {namespace}/{name}" if namespace else f"{obj.get('kind')} {name}"
+
+
+def _accepted(objects: list[dict[str, Any]], problems: list[Problem]) -> list[dict[str, Any]]:
+    """The objects the builder kept: what the cycle decided on, and what `kai simulate` accepts."""
+    if not problems:
+        return objects
+    rejected = {p.obj for p in problems}
+    return [o for o in objects if _describe(o) not in rejected]

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from kai.cluster.kube import Kube
+from kai.cluster.kube import EVENTS, Kube
 from kai.devcluster.live import LiveCluster
 from tests.live.scheduler_helpers import (
     REPO,
@@ -38,6 +38,9 @@ def test_recorded_snapshots_replay_to_the_same_decisions(
     record = tmp_path / "record"
     try:
         with scheduler(kube, name, record_dir=record, record_every=1):
+            # A pod the builder rejects: live, it is left out (with an event); the recording leaves it out too,
+            # since `kai simulate` refuses a snapshot with a bad object.
+            create(kube, pod("orphan", namespace, name, group="no-such-group", gpus=1))
             create(kube, podgroup("a-gang", namespace, qa, min_member=2))
             for i in range(2):
                 create(kube, pod(f"a-gang-{i}", namespace, name, group="a-gang", gpus=2))
@@ -54,6 +57,8 @@ def test_recorded_snapshots_replay_to_the_same_decisions(
                 timeout=60,
             )
             time.sleep(2.0)  # more reclaims and quiet cycles, recorded too
+        events = kube.get(EVENTS.path(namespace))["items"]
+        assert any(e["reason"] == "InvalidObject" and e["involvedObject"]["name"] == "orphan" for e in events)
     finally:
         cleanup(kube, namespace, [qa, qb])
     config = tmp_path / "config.yaml"
