@@ -157,6 +157,7 @@ class TraceSimulator:
         self.parents = {name: q.parent for name, q in snapshot.queues.items()}
         self.alloc = {name: np.zeros(3) for name in snapshot.queues}
         self.pod_node: dict[str, int] = {}
+        self.pod_job: dict[str, str] = {}  # pod key -> its pod group's key
         self.pending_shapes: Counter[tuple[float, float, float]] = Counter()
         self.pending_jobs: set[str] = set()
         self.running_jobs: set[str] = set()
@@ -186,6 +187,7 @@ class TraceSimulator:
         for key, pg in snapshot.podgroups.items():
             job = self.jobs.get(key)
             for pod in pg.pods:
+                self.pod_job[pod.key] = key
                 if pod.status is PodStatus.RELEASING:  # on its way out: gone by the first cycle
                     pod.status, pod.node = PodStatus.SUCCEEDED, ""
                 elif pod.status in HOLDS_NODE and pod.node in self.node_row:
@@ -324,6 +326,7 @@ class TraceSimulator:
             self.pending_jobs.add(job.key)
             self.events_since_cycle = True
             for pod in self.state.podgroups[job.key].pods:
+                self.pod_job[pod.key] = job.key
                 if pod.status is PodStatus.PENDING:
                     self.pending_shapes[pod_vector(pod, self.min_gpu_mem)] += 1
 
@@ -331,6 +334,7 @@ class TraceSimulator:
         pg = self.state.podgroups.pop(job.key)
         for pod in pg.pods:
             self._pod_stops(pg, pod, back_to_pending=False)
+            self.pod_job.pop(pod.key, None)
             if pod.status is PodStatus.PENDING:
                 vec = pod_vector(pod, self.min_gpu_mem)
                 self.pending_shapes[vec] -= 1
@@ -355,7 +359,7 @@ class TraceSimulator:
             usage_gpu = {q: round(v.get(GPU, 0.0), 6) for q, v in state.queue_usage.items()}
         decisions = run_cycle(state, self.config)
         self.last_decisions = decisions
-        new = apply_decisions(state, decisions)
+        new = self._apply_decisions(state, decisions)
         self.state = new
         self.last_cycle = t
         self.dirty = self._apply(new, decisions, t)
@@ -369,23 +373,47 @@ class TraceSimulator:
         self.events_since_cycle = False
         self._record_cycle(t, decisions, usage_gpu)
 
+    def _apply_decisions(self, state: ClusterSnapshot, decisions: Decisions) -> ClusterSnapshot:
+        """`apply_decisions` on the pod groups the decisions name (the others are left as they are,
+        which spares cloning every running job each cycle); the state is updated in place."""
+        keys = set(decisions.last_start) | set(decisions.stale_since)
+        for pod_key in [b.pod for b in decisions.bindings] + [e.pod for e in decisions.evictions]:
+            job_key = self.pod_job.get(pod_key)
+            if job_key is not None:
+                keys.add(job_key)
+        keys &= state.podgroups.keys()
+        if not keys:
+            return state
+        subset = ClusterSnapshot(
+            now=state.now,
+            nodes=state.nodes,
+            queues=state.queues,
+            podgroups={key: state.podgroups[key] for key in sorted(keys)},
+            foreign_pods=state.foreign_pods,
+            topologies=state.topologies,
+            warnings=state.warnings,
+            queue_usage=state.queue_usage,
+        )
+        state.podgroups.update(apply_decisions(subset, decisions).podgroups)
+        return state
+
     def _apply(self, new: ClusterSnapshot, decisions: Decisions, t: float) -> bool:
         touched: dict[str, dict[str, PodInfo]] = {}
 
         def pod_of(pod_key: str) -> tuple[PodGroupInfo, PodInfo] | None:
-            for job_key, pods in touched.items():
-                if pod_key in pods:
-                    return new.podgroups[job_key], pods[pod_key]
-            for pg in new.podgroups.values():  # rare: a pod of a job not touched yet in this cycle
-                for pod in pg.pods:
-                    if pod.key == pod_key:
-                        touched[pg.key] = {p.key: p for p in pg.pods}
-                        return pg, pod
-            return None
+            job_key = self.pod_job.get(pod_key)
+            pg = new.podgroups.get(job_key) if job_key is not None else None
+            if pg is None:
+                return None
+            pods = touched.get(pg.key)
+            if pods is None:
+                pods = touched[pg.key] = {p.key: p for p in pg.pods}
+            pod = pods.get(pod_key)
+            return None if pod is None else (pg, pod)
 
         started: set[str] = set()
         for binding in decisions.bindings:
-            found = self._find(new, binding.pod, touched) or pod_of(binding.pod)
+            found = pod_of(binding.pod)
             if found is None:
                 continue
             pg, pod = found
@@ -393,7 +421,7 @@ class TraceSimulator:
             started.add(pg.key)
         hit: set[str] = set()
         for eviction in decisions.evictions:
-            found = self._find(new, eviction.pod, touched) or pod_of(eviction.pod)
+            found = pod_of(eviction.pod)
             if found is None:
                 continue
             pg, pod = found
@@ -424,26 +452,6 @@ class TraceSimulator:
         # pipelined pods do (resources being released, jobs waiting for them).
         self.changed_allocation = bool(decisions.bindings or decisions.evictions or hit)
         return bool(decisions.evictions or decisions.pipelined or hit)
-
-    @staticmethod
-    def _find(
-        new: ClusterSnapshot, pod_key: str, touched: dict[str, dict[str, PodInfo]]
-    ) -> tuple[PodGroupInfo, PodInfo] | None:
-        """Pods of simulated jobs are named after their pod group: try that first."""
-        namespace, _, name = pod_key.partition("/")
-        for candidate in (name, name.rsplit("-", 1)[0]):
-            key = f"{namespace}/{candidate}"
-            pg = new.podgroups.get(key)
-            if pg is None:
-                continue
-            pods = touched.get(key)
-            if pods is None:
-                pods = {p.key: p for p in pg.pods}
-                touched[key] = pods
-            pod = pods.get(pod_key)
-            if pod is not None:
-                return pg, pod
-        return None
 
     def _maybe_restart(self, pg: PodGroupInfo, t: float) -> None:
         """A running job that an eviction took below its gang restarts from its last checkpoint."""
