@@ -122,7 +122,7 @@ def test_one_leader_acts_and_a_standby_takes_over(live_cluster: LiveCluster, nam
         killed = time.monotonic()
         wait("the standby to lead", lambda: leaders() == [standby], timeout=LEASE + 4 * RETRY + 2, interval=0.05)
         took = time.monotonic() - killed
-        assert took <= LEASE + 2 * RETRY + 0.5, f"takeover took {took:.1f}s"
+        assert took <= LEASE + 2 * RETRY + 1.5, f"takeover took {took:.1f}s"  # lease + one retry + slack
         create(kube, pod("second", namespace, name, queue_name=q, gpus=1))
         wait("the new leader to schedule", lambda: "second" in bound(kube, namespace), timeout=10)
         lease = kube.get(LEASES.path(namespace, "kai-scheduler"))["spec"]
