@@ -310,6 +310,7 @@ class Solver:
         self.budget = ""
         self.gpu_col = ssn.nodes.gpu_col
         self._base: tuple[float, np.ndarray, np.ndarray, float] | None = None  # GPU check cache
+        self.policy_rejected = False  # the last trial failed a validator (not placement)
 
     # -- cheap filters ----------------------------------------------------------------------------
     def _free_gpus(self, chunks: list[Chunk]) -> np.ndarray:
@@ -457,6 +458,7 @@ class Solver:
         status = self.ssn.validate_scenario(self.action, scenario)
         if not status.ok:
             self.reason = status.message
+            self.policy_rejected = True
             return False
         return True
 
@@ -464,6 +466,7 @@ class Solver:
         """Evict `new`, place the job's first k tasks (and as many more as fit), place victims again,
         validate. Returns the number of tasks solved (0: rejected, state rolled back)."""
         stmt, tasks = self.stmt, self.tasks
+        self.policy_rejected = False
         cp = stmt.checkpoint()
         self._evict(new)
         chunks = recorded + new
@@ -548,6 +551,17 @@ class Solver:
                     if not self._feasible_with(group, k):
                         continue
                     step = self._trial(recorded, group, k)
+                    if not step and self.policy_rejected:
+                        # Fairness and min-runtime validators only get stricter with more victims: a chunk
+                        # they refuse even alone can never be part of an acceptable scenario. Drop it, or it
+                        # poisons every larger group on its nodes (a big gang popped before small jobs).
+                        if len(group) > 1 and self._feasible_with([chunk], k):
+                            step = self._trial(recorded, [chunk], k)
+                            group = [chunk] if step else group
+                        if not step and self.policy_rejected:
+                            for r in rows:
+                                potential[r] = [c for c in potential[r] if c is not chunk]
+                            break
                     if step and len(group) > 1:
                         group, step = self._prune(recorded, group, k, step)
                     if step:

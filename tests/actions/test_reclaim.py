@@ -315,3 +315,24 @@ def test_without_consolidating_reclaim_every_victim_counts() -> None:
     result = run(consolidating_case(), config=config)
     assert evictions(result) == {"ns/a4": ("reclaim", "ns/want"), "ns/a5": ("reclaim", "ns/want")}
     assert result["rounds"][0]["pipelined"] == [{"pod": "ns/want", "node": "n2"}]
+
+
+def test_a_victim_too_big_to_take_does_not_block_the_small_ones_behind_it() -> None:
+    # One node of 8 GPUs, quotas 4/4. Queue a runs three 1-GPU jobs and a 2x2-GPU gang (7 GPUs); b runs 1
+    # and waits for 3. The gang is the first victim in order, but taking it would leave a with 3 GPUs,
+    # below its quota of 4: it is passed over, and a's three single jobs make room for b instead.
+    from tests.scenario import node, pod, podgroup, queue, run
+
+    quota = {"quota": 4, "overQuotaWeight": 1, "limit": -1}
+    objects = [node("n1", gpus=8), queue("a", gpu=quota), queue("b", gpu=quota)]
+    for i in range(3):
+        objects += [podgroup(f"a-{i}", "a"), pod(f"a-{i}", group=f"a-{i}", gpus=1, node="n1")]
+    objects += [podgroup("a-gang", "a", min_member=2)]
+    objects += [pod(f"a-gang-{i}", group="a-gang", gpus=2, node="n1") for i in range(2)]
+    objects += [podgroup("b-3", "b"), pod("b-3", group="b-3", gpus=1, node="n1")]
+    for i in range(3):
+        objects += [podgroup(f"b-{i}", "b"), pod(f"b-{i}", group=f"b-{i}", gpus=1)]
+    result = run(objects, rounds=3)
+    evicted = sorted(e["pod"] for e in result["rounds"][0]["evicted"])
+    assert evicted == ["ns/a-0", "ns/a-1", "ns/a-2"]
+    assert {q: v["allocated"]["gpu"] for q, v in result["queues"].items()} == {"a": 4.0, "b": 4.0}
