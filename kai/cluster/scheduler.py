@@ -173,19 +173,7 @@ class Scheduler:
             return None
         folder.mkdir(parents=True, exist_ok=True)
         path = self.last_input.write(folder / f"snapshot-{self.cycles:06d}.yaml")
-        d = self.last_report.decisions
-        decided = {
-            "now": format_time(self.last_input.now),
-            "bound": sorted(
-                ({"pod": b.pod, "node": b.node, "gpuGroups": sorted(b.gpu_groups)} for b in d.bindings),
-                key=lambda e: e["pod"],
-            ),
-            "pipelined": sorted(({"pod": p.pod, "node": p.node} for p in d.pipelined), key=lambda e: e["pod"]),
-            "evicted": sorted(
-                ({"pod": e.pod, "node": e.node, "action": e.action, "by": e.by} for e in d.evictions),
-                key=lambda e: (e["pod"], e["action"]),
-            ),
-        }
+        decided = {"now": format_time(self.last_input.now), **self.last_report.decisions.placements()}
         (folder / f"decisions-{self.cycles:06d}.json").write_text(json.dumps(decided, indent=1))
         return path
 

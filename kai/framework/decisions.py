@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,3 +56,17 @@ class Decisions:
     # PodGroup annotations to write: key -> epoch seconds, or None to clear.
     last_start: dict[str, float] = field(default_factory=dict)
     stale_since: dict[str, float | None] = field(default_factory=dict)
+
+    def placements(self) -> dict[str, list[dict[str, Any]]]:
+        """Bound, pipelined and evicted pods as the contract prints them, sorted for byte-identical output."""
+        return {
+            "bound": sorted(
+                ({"pod": b.pod, "node": b.node, "gpuGroups": sorted(b.gpu_groups)} for b in self.bindings),
+                key=lambda e: e["pod"],
+            ),
+            "pipelined": sorted(({"pod": p.pod, "node": p.node} for p in self.pipelined), key=lambda e: e["pod"]),
+            "evicted": sorted(
+                ({"pod": e.pod, "node": e.node, "action": e.action, "by": e.by} for e in self.evictions),
+                key=lambda e: (e["pod"], e["action"]),
+            ),
+        }

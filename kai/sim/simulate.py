@@ -73,21 +73,7 @@ def to_json_dict(result: SimulationResult) -> dict[str, Any]:
     assert result.final is not None and result.last is not None
     rounds = []
     for rnd in result.rounds:
-        d = rnd.decisions
-        rounds.append(
-            {
-                "round": rnd.number,
-                "bound": sorted(
-                    ({"pod": b.pod, "node": b.node, "gpuGroups": sorted(b.gpu_groups)} for b in d.bindings),
-                    key=lambda e: e["pod"],
-                ),
-                "pipelined": sorted(({"pod": p.pod, "node": p.node} for p in d.pipelined), key=lambda e: e["pod"]),
-                "evicted": sorted(
-                    ({"pod": e.pod, "node": e.node, "action": e.action, "by": e.by} for e in d.evictions),
-                    key=lambda e: (e["pod"], e["action"]),
-                ),
-            }
-        )
+        rounds.append({"round": rnd.number, **rnd.decisions.placements()})
     pods: dict[str, Any] = {}
     for pg in result.final.podgroups.values():
         for pod in pg.pods:
