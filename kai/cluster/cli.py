@@ -127,7 +127,7 @@ def run(
     log_level: LogLevel = "info",
 ) -> None:
     """Schedule every pod with schedulerName kai-scheduler on the cluster (the live scheduler)."""
-    from kai.cluster.app import LiveOptions, LiveProcess
+    from kai.cluster.app import LiveOptions
 
     _setup_logging(log_level)
     cfg = _config(config)
@@ -153,12 +153,7 @@ def run(
         binder_workers=binder_workers,
         fake_gpu_uuids=fake_gpu_uuids,
     )
-    kube = _connect(kubeconfig)
-    try:
-        process = LiveProcess(kube, options)
-    except OSError as err:
-        raise _fail(f"{listen}: {err.strerror or err}") from None
-    _serve(process)
+    _start(kubeconfig, options)
 
 
 def binder(
@@ -172,7 +167,7 @@ def binder(
     log_level: LogLevel = "info",
 ) -> None:
     """Bind pods as BindRequests ask (the binder alone, as KAI deploys it)."""
-    from kai.cluster.app import LiveOptions, LiveProcess
+    from kai.cluster.app import LiveOptions
 
     _setup_logging(log_level)
     duration = _duration("--lease-duration", lease_duration)
@@ -188,11 +183,18 @@ def binder(
         binder_workers=workers,
         fake_gpu_uuids=fake_gpu_uuids,
     )
+    _start(kubeconfig, options)
+
+
+def _start(kubeconfig: str | None, options: Any) -> None:
+    """Connect, open the listener and serve until a signal; a busy address is a one-line error."""
+    from kai.cluster.app import LiveProcess
+
     kube = _connect(kubeconfig)
     try:
         process = LiveProcess(kube, options)
     except OSError as err:
-        raise _fail(f"{listen}: {err.strerror or err}") from None
+        raise _fail(f"{options.listen}: {err.strerror or err}") from None
     _serve(process)
 
 
