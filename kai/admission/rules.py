@@ -24,6 +24,7 @@ Rules (KAI's admission plugins, section 9 of the behaviour reference):
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -35,6 +36,7 @@ from kai.api.gpusharing import parse_gpu_sharing
 from kai.api.quantity import QuantityError, parse_quantity
 
 MPS_ANNOTATION = "mps"
+SHARED_GPU_CONFIGMAP_ANNOTATION = keys.SHARED_GPU_CONFIGMAP_ANNOTATION
 RESERVATION_NAMESPACE = "kai-resource-reservation"
 RESERVATION_APP_LABEL = "kai-resource-reservation"
 DEFAULT_GPU_RUNTIME_CLASS = "nvidia"
@@ -198,14 +200,63 @@ def validate_pod(pod: KubeObject, rules: PodRules, old: KubeObject | None = None
 
 
 def mutate_pod(pod: KubeObject, rules: PodRules) -> list[dict[str, Any]]:
-    """The JSONPatch (RFC 6902) the mutating webhook returns: the GPU runtime class where it applies."""
-    if not for_scheduler(pod, rules.scheduler_name) or not rules.gpu_runtime_class:
+    """The JSONPatch (RFC 6902) the mutating webhook returns: the GPU runtime class where it applies, and
+    for a shared-GPU pod the wiring of its GPU container to the ConfigMaps the binder fills."""
+    if not for_scheduler(pod, rules.scheduler_name) or is_reservation_pod(pod, rules.reservation_namespace):
         return []
-    if _spec(pod).get("runtimeClassName") or is_reservation_pod(pod, rules.reservation_namespace):
+    patch: list[dict[str, Any]] = []
+    if rules.gpu_runtime_class and not _spec(pod).get("runtimeClassName") and requests_gpu(pod):
+        patch.append({"op": "add", "path": "/spec/runtimeClassName", "value": rules.gpu_runtime_class})
+    if rules.gpu_sharing and requests_shared_gpu(pod):
+        patch.extend(_shared_gpu_wiring(pod))
+    return patch
+
+
+def shared_gpu_configmap_prefix(pod: KubeObject) -> str:
+    """The prefix of a shared-GPU pod's ConfigMaps: `<prefix>-0` holds NVIDIA_VISIBLE_DEVICES and GPU_PORTION
+    (filled by the binder once the pod has its GPUs), `<prefix>-0-evar` the same as environment variables."""
+    meta = _meta(pod)
+    annotations = meta.get("annotations") or {}
+    given = annotations.get(SHARED_GPU_CONFIGMAP_ANNOTATION)
+    if given:
+        return str(given)
+    name = meta.get("name") or f"{meta.get('generateName') or 'pod-'}{uuid.uuid4().hex[:5]}"
+    return f"{name}-shared-gpu"
+
+
+def _shared_gpu_wiring(pod: KubeObject) -> list[dict[str, Any]]:
+    """Env of the GPU container (`gpu-fraction-container-name`, else the first container) from the
+    pod's GPU-sharing ConfigMaps, and the annotation that names them (KAI's admission does the same)."""
+    spec = _spec(pod)
+    annotations = _meta(pod).get("annotations") or {}
+    wanted = annotations.get(keys.GPU_FRACTION_CONTAINER_ANNOTATION)
+    section, index = "containers", 0
+    for candidate in ("containers", "initContainers"):
+        for i, container in enumerate(spec.get(candidate) or []):
+            if wanted and container.get("name") == wanted:
+                section, index = candidate, i
+    containers = spec.get(section) or []
+    if not containers:
         return []
-    if not requests_gpu(pod):
-        return []
-    return [{"op": "add", "path": "/spec/runtimeClassName", "value": rules.gpu_runtime_class}]
+    container = containers[index]
+    prefix = shared_gpu_configmap_prefix(pod)
+    env_names = {e.get("name") for e in container.get("env") or []}
+    base = f"/spec/{section}/{index}"
+    patch: list[dict[str, Any]] = []
+    if "annotations" not in _meta(pod):
+        patch.append({"op": "add", "path": "/metadata/annotations", "value": {}})
+    patch.append({"op": "add", "path": "/metadata/annotations/runai~1shared-gpu-configmap", "value": prefix})
+    if "env" not in container:
+        patch.append({"op": "add", "path": f"{base}/env", "value": []})
+    for variable in ("NVIDIA_VISIBLE_DEVICES", "GPU_PORTION"):
+        if variable in env_names:
+            continue
+        ref = {"configMapKeyRef": {"name": f"{prefix}-0", "key": variable}}
+        patch.append({"op": "add", "path": f"{base}/env/-", "value": {"name": variable, "valueFrom": ref}})
+    if "envFrom" not in container:
+        patch.append({"op": "add", "path": f"{base}/envFrom", "value": []})
+    patch.append({"op": "add", "path": f"{base}/envFrom/-", "value": {"configMapRef": {"name": f"{prefix}-0-evar"}}})
+    return patch
 
 
 # ---------------------------------------------------------------------------------------------------------

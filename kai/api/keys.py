@@ -26,6 +26,7 @@ GPU_MEMORY_ANNOTATION = "gpu-memory"
 GPU_FRACTION_NUM_DEVICES_ANNOTATION = "gpu-fraction-num-devices"
 GPU_FRACTION_CONTAINER_ANNOTATION = "gpu-fraction-container-name"
 RECEIVED_RESOURCE_TYPE_ANNOTATION = "received-resource-type"
+SHARED_GPU_CONFIGMAP_ANNOTATION = "runai/shared-gpu-configmap"  # prefix of a shared-GPU pod's ConfigMaps
 
 # PodGroup annotations written by the scheduler.
 LAST_START_TIMESTAMP_ANNOTATION = "kai.scheduler/last-start-timestamp"

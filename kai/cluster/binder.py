@@ -49,7 +49,7 @@ log = logging.getLogger("kai.cluster.binder")
 
 RESERVE_UUID_ANNOTATION = "run.ai/reserve_for_gpu_index"
 RESERVATION_APP_LABEL = "kai-resource-reservation"
-SHARED_GPU_CONFIGMAP_ANNOTATION = "runai/shared-gpu-configmap"
+SHARED_GPU_CONFIGMAP_ANNOTATION = keys.SHARED_GPU_CONFIGMAP_ANNOTATION
 GPU = keys.GPU_RESOURCE
 
 

@@ -21,13 +21,20 @@ from kai.admission.rules import PodRules, mutate_pod, validate_pod, validate_pod
 SHARING = PodRules(gpu_sharing=True)
 
 
-def pod(annotations: dict[str, str] | None = None, gpus: int = 0, scheduler: str = "kai-scheduler",
-        namespace: str = "ml", **spec: Any) -> dict[str, Any]:
+def pod(
+    annotations: dict[str, str] | None = None,
+    gpus: int = 0,
+    scheduler: str = "kai-scheduler",
+    namespace: str = "ml",
+    **spec: Any,
+) -> dict[str, Any]:
     container: dict[str, Any] = {"name": "main", "image": "x"}
     if gpus:
         container["resources"] = {"limits": {"nvidia.com/gpu": str(gpus)}}
-    return {"metadata": {"name": "p", "namespace": namespace, "annotations": annotations or {}},
-            "spec": {"schedulerName": scheduler, "containers": [container], **spec}}
+    return {
+        "metadata": {"name": "p", "namespace": namespace, "annotations": annotations or {}},
+        "spec": {"schedulerName": scheduler, "containers": [container], **spec},
+    }
 
 
 def messages(problems: list[Any]) -> list[str]:
@@ -62,11 +69,17 @@ def test_valid_requests_pass(annotations: dict[str, str], gpus: int) -> None:
         ({"gpu-memory": "100", "gpu-fraction": "0.1"}, 0, "metadata.annotations[gpu-memory]: cannot be combined"),
         ({"gpu-memory": "100"}, 1, "metadata.annotations[gpu-memory]: cannot be combined with a whole-GPU"),
         ({"gpu-fraction-num-devices": "2"}, 0, "metadata.annotations[gpu-fraction-num-devices]: needs"),
-        ({"gpu-fraction": "0.5", "gpu-fraction-num-devices": "-1"}, 0,
-         "metadata.annotations[gpu-fraction-num-devices]: must be a positive integer"),
+        (
+            {"gpu-fraction": "0.5", "gpu-fraction-num-devices": "-1"},
+            0,
+            "metadata.annotations[gpu-fraction-num-devices]: must be a positive integer",
+        ),
         ({"mps": "true"}, 2, "metadata.annotations[mps]: MPS is only for shared GPUs"),
-        ({"gpu-fraction": "0.5", "gpu-fraction-container-name": "sidecar"}, 0,
-         "metadata.annotations[gpu-fraction-container-name]: names container 'sidecar'"),
+        (
+            {"gpu-fraction": "0.5", "gpu-fraction-container-name": "sidecar"},
+            0,
+            "metadata.annotations[gpu-fraction-container-name]: names container 'sidecar'",
+        ),
     ],
 )
 def test_contradictory_requests_name_the_annotation(annotations: dict[str, str], gpus: int, expected: str) -> None:
@@ -124,8 +137,11 @@ def test_queue_rules() -> None:
     assert messages(validate_queue(queue())) == [
         "Queue team-a: spec.resources: must be specified (quota, limit and overQuotaWeight per resource)"
     ]
-    good = {"gpu": {"quota": 2, "limit": 4, "overQuotaWeight": 1}, "cpu": {"quota": -1, "limit": -1},
-            "memory": {"quota": 0, "limit": 0}}
+    good = {
+        "gpu": {"quota": 2, "limit": 4, "overQuotaWeight": 1},
+        "cpu": {"quota": -1, "limit": -1},
+        "memory": {"quota": 0, "limit": 0},
+    }
     assert validate_queue(queue(resources=good)) == []
     assert validate_queue(queue(resources={"gpu": {"quota": -1, "limit": 4}})) == []  # unlimited quota, capped
     bad = {"gpu": {"quota": 5, "limit": 4}, "cpu": {"quota": -3, "limit": "x", "overQuotaWeight": -1}}
@@ -151,8 +167,12 @@ def test_podgroup_rules() -> None:
     assert messages(validate_podgroup(podgroup({"name": "a", "parent": "x"}))) == [
         "PodGroup ml/pg: spec.subGroups[0].parent: names sub-group 'x', which does not exist"
     ]
-    cycle = podgroup({"name": "a", "parent": "c"}, {"name": "b", "parent": "a"}, {"name": "c", "parent": "b"},
-                     {"name": "d", "parent": "d"})
+    cycle = podgroup(
+        {"name": "a", "parent": "c"},
+        {"name": "b", "parent": "a"},
+        {"name": "c", "parent": "b"},
+        {"name": "d", "parent": "d"},
+    )
     assert messages(validate_podgroup(cycle)) == [
         "PodGroup ml/pg: spec.subGroups[0].parent: forms a cycle: a -> c -> b -> a",
         "PodGroup ml/pg: spec.subGroups[3].parent: forms a cycle: d -> d",
@@ -164,8 +184,11 @@ def test_podgroup_rules() -> None:
 
 
 def admission_review(obj: dict[str, Any], operation: str = "CREATE", old: dict[str, Any] | None = None) -> dict:
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-            "request": {"uid": "u-1", "operation": operation, "object": obj, "oldObject": old}}
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {"uid": "u-1", "operation": operation, "object": obj, "oldObject": old},
+    }
 
 
 def test_review_responses() -> None:
@@ -202,12 +225,20 @@ def test_label_selectors_parse_like_kubectl() -> None:
 
 
 def test_webhook_configurations_follow_kai() -> None:
-    settings = WebhookSettings(ca_bundle=b"CA", namespace_selector=parse_selector("team=ml"),
-                               pod_selector=parse_selector("gpu"), queue_label_namespaces=True)
+    settings = WebhookSettings(
+        ca_bundle=b"CA",
+        namespace_selector=parse_selector("team=ml"),
+        pod_selector=parse_selector("gpu"),
+        queue_label_namespaces=True,
+    )
     validating, mutating = webhook_configurations(settings)
     pod_hook = validating["webhooks"][0]
-    assert pod_hook["clientConfig"]["service"] == {"namespace": "kai-scheduler", "name": "kai-admission",
-                                                   "path": "/validate--v1-pod", "port": 443}
+    assert pod_hook["clientConfig"]["service"] == {
+        "namespace": "kai-scheduler",
+        "name": "kai-admission",
+        "path": "/validate--v1-pod",
+        "port": 443,
+    }
     assert pod_hook["clientConfig"]["caBundle"] == base64.b64encode(b"CA").decode()
     assert pod_hook["failurePolicy"] == "Fail" and pod_hook["rules"][0]["operations"] == ["CREATE", "UPDATE"]
     assert pod_hook["matchConditions"][0]["expression"] == "object.spec.schedulerName == 'kai-scheduler'"
@@ -220,11 +251,15 @@ def test_webhook_configurations_follow_kai() -> None:
     }
     assert pod_hook["objectSelector"] == {"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}
     assert [h["name"] for h in validating["webhooks"]] == [
-        "pod-validation.kai.scheduler", "queue-validation.kai.scheduler", "podgroup-validation.kai.scheduler"
+        "pod-validation.kai.scheduler",
+        "queue-validation.kai.scheduler",
+        "podgroup-validation.kai.scheduler",
     ]
     assert mutating["webhooks"][0]["rules"][0]["operations"] == ["CREATE"]
     url = WebhookSettings(ca_bundle=b"", url_base="https://127.0.0.1:9443/")
-    assert webhook_configurations(url)[1]["webhooks"][0]["clientConfig"]["url"] == "https://127.0.0.1:9443/mutate--v1-pod"
+    assert (
+        webhook_configurations(url)[1]["webhooks"][0]["clientConfig"]["url"] == "https://127.0.0.1:9443/mutate--v1-pod"
+    )
 
 
 def test_the_rules_import_only_the_standard_library_and_kai_api() -> None:
@@ -246,3 +281,42 @@ def test_the_rules_import_only_the_standard_library_and_kai_api() -> None:
             for module in modules:
                 top = module.split(".")[0]
                 assert top in sys.stdlib_module_names or module.startswith("kai.api"), (name, module)
+
+
+def test_shared_gpu_pods_are_wired_to_the_configmaps_the_binder_fills() -> None:
+    from kai.admission.rules import PodRules, mutate_pod
+
+    shared = {
+        "metadata": {
+            "name": "nb",
+            "namespace": "ml",
+            "annotations": {"gpu-fraction": "0.5", "gpu-fraction-container-name": "gpu"},
+        },
+        "spec": {
+            "schedulerName": "kai-scheduler",
+            "containers": [{"name": "sidecar"}, {"name": "gpu", "env": [{"name": "X", "value": "1"}]}],
+        },
+    }
+    patch = mutate_pod(shared, PodRules(gpu_sharing=True))
+    assert {"op": "add", "path": "/metadata/annotations/runai~1shared-gpu-configmap", "value": "nb-shared-gpu"} in patch
+    env = [op["value"] for op in patch if op["path"] == "/spec/containers/1/env/-"]
+    assert {
+        "name": "NVIDIA_VISIBLE_DEVICES",
+        "valueFrom": {"configMapKeyRef": {"name": "nb-shared-gpu-0", "key": "NVIDIA_VISIBLE_DEVICES"}},
+    } in env
+    assert {
+        "name": "GPU_PORTION",
+        "valueFrom": {"configMapKeyRef": {"name": "nb-shared-gpu-0", "key": "GPU_PORTION"}},
+    } in env
+    assert {"op": "add", "path": "/spec/containers/1/envFrom", "value": []} in patch
+    assert not any(op["path"].startswith("/spec/containers/0/") for op in patch)  # the sidecar is left alone
+    # Without GPU sharing enabled, or for a whole-GPU pod, nothing but the runtime class.
+    assert not any("env" in op["path"] for op in mutate_pod(shared, PodRules(gpu_sharing=False)))
+    whole = {
+        "metadata": {"name": "w"},
+        "spec": {
+            "schedulerName": "kai-scheduler",
+            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+        },
+    }
+    assert [op["path"] for op in mutate_pod(whole, PodRules(gpu_sharing=True))] == ["/spec/runtimeClassName"]

@@ -74,8 +74,12 @@ def ns(webhooks: tuple[Kube, str], namespace: str) -> str:
     kube.patch(NAMESPACES.path(None, namespace), {"metadata": {"labels": {LABEL: marker}}})
     # The API server matches namespaceSelector against its namespace cache: wait until the label has
     # reached it, probing with a dry run of a PodGroup the webhook must refuse.
-    probe = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": "probe"},
-             "spec": {"minMember": 1, "queue": "q", "subGroups": [{"name": "a"}, {"name": "a"}]}}
+    probe = {
+        "apiVersion": "scheduling.run.ai/v2alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": "probe"},
+        "spec": {"minMember": 1, "queue": "q", "subGroups": [{"name": "a"}, {"name": "a"}]},
+    }
     deadline = time.monotonic() + 20
     while True:
         try:
@@ -87,8 +91,9 @@ def ns(webhooks: tuple[Kube, str], namespace: str) -> str:
         time.sleep(0.1)
 
 
-def gpu_pod(name: str, annotations: dict[str, str] | None = None, gpus: int = 0,
-            scheduler: str = "kai-scheduler", **spec: Any) -> dict[str, Any]:
+def gpu_pod(
+    name: str, annotations: dict[str, str] | None = None, gpus: int = 0, scheduler: str = "kai-scheduler", **spec: Any
+) -> dict[str, Any]:
     container: dict[str, Any] = {"name": "main", "image": "registry.k8s.io/pause:3.10"}
     if gpus:
         container["resources"] = {"limits": {"nvidia.com/gpu": str(gpus)}}
@@ -129,8 +134,17 @@ def denial(call: Any) -> str:
         ({"gpu-fraction": "0.5", "gpu-fraction-num-devices": "0"}, 0, "gpu-fraction-num-devices", "positive integer"),
         ({"mps": "true"}, 0, "mps", "only for shared GPUs"),
     ],
-    ids=["fraction-1.5", "fraction-0", "fraction+gpu", "memory+fraction", "memory+gpu", "memory-nan",
-         "devices-alone", "devices-0", "mps-alone"],
+    ids=[
+        "fraction-1.5",
+        "fraction-0",
+        "fraction+gpu",
+        "memory+fraction",
+        "memory+gpu",
+        "memory-nan",
+        "devices-alone",
+        "devices-0",
+        "mps-alone",
+    ],
 )
 def test_contradictory_gpu_requests_are_rejected_naming_the_annotation(
     webhooks: tuple[Kube, str], ns: str, annotations: dict[str, str], gpus: int, annotation: str, words: str
@@ -146,6 +160,19 @@ def test_a_valid_fraction_is_admitted_with_the_gpu_runtime_class(webhooks: tuple
     kube, _ = webhooks
     created = create_pod(kube, ns, gpu_pod("half", {"gpu-fraction": "0.5", "gpu-fraction-num-devices": "2"}))
     assert created["spec"]["runtimeClassName"] == "nvidia"
+
+
+def test_a_fraction_container_gets_its_gpu_from_the_binders_configmaps(webhooks: tuple[Kube, str], ns: str) -> None:
+    kube, _ = webhooks
+    created = create_pod(kube, ns, gpu_pod("wired", {"gpu-memory": "2000"}))
+    assert created["metadata"]["annotations"]["runai/shared-gpu-configmap"] == "wired-shared-gpu"
+    env = {e["name"]: e for e in created["spec"]["containers"][0]["env"]}
+    assert env["NVIDIA_VISIBLE_DEVICES"]["valueFrom"]["configMapKeyRef"] == {
+        "name": "wired-shared-gpu-0",
+        "key": "NVIDIA_VISIBLE_DEVICES",
+    }
+    assert env["GPU_PORTION"]["valueFrom"]["configMapKeyRef"]["name"] == "wired-shared-gpu-0"
+    assert {"configMapRef": {"name": "wired-shared-gpu-0-evar"}} in created["spec"]["containers"][0]["envFrom"]
 
 
 def test_runtime_class_only_where_a_gpu_is_asked_and_none_is_named(webhooks: tuple[Kube, str], ns: str) -> None:
@@ -165,9 +192,7 @@ def test_pods_of_other_schedulers_are_not_checked(webhooks: tuple[Kube, str], ns
     create_pod(kube, ns, gpu_pod("theirs", {"gpu-fraction": "7"}, scheduler="default-scheduler"))
 
 
-def test_an_update_that_breaks_the_gpu_request_is_rejected_but_others_pass(
-    webhooks: tuple[Kube, str], ns: str
-) -> None:
+def test_an_update_that_breaks_the_gpu_request_is_rejected_but_others_pass(webhooks: tuple[Kube, str], ns: str) -> None:
     kube, _ = webhooks
     create_pod(kube, ns, gpu_pod("quarter", {"gpu-fraction": "0.25"}))
     path = PODS.path(ns, "quarter")
@@ -199,8 +224,12 @@ def queue(name: str, marker: str, resources: dict[str, Any] | None) -> dict[str,
     spec: dict[str, Any] = {"parentQueue": "default-parent-queue"}
     if resources is not None:
         spec["resources"] = resources
-    return {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue",
-            "metadata": {"name": name, "labels": {LABEL: marker}}, "spec": spec}
+    return {
+        "apiVersion": "scheduling.run.ai/v2",
+        "kind": "Queue",
+        "metadata": {"name": name, "labels": {LABEL: marker}},
+        "spec": spec,
+    }
 
 
 def test_queue_rules(webhooks: tuple[Kube, str]) -> None:
@@ -219,27 +248,36 @@ def test_queue_rules(webhooks: tuple[Kube, str]) -> None:
     good = {"gpu": {"quota": 4, "limit": 8, "overQuotaWeight": 1}, "cpu": {"quota": -1, "limit": -1}}
     kube.post(QUEUES.path(), queue(name, marker, good))
     try:
-        message = denial(lambda: kube.patch(QUEUES.path(None, name),
-                                            {"spec": {"resources": {"gpu": {"limit": 2}}}}))
+        message = denial(lambda: kube.patch(QUEUES.path(None, name), {"spec": {"resources": {"gpu": {"limit": 2}}}}))
         assert "above the limit 2" in message
     finally:
         kube.delete(QUEUES.path(None, name))
 
 
 def podgroup(name: str, sub_groups: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": name},
-            "spec": {"minMember": 1, "queue": "default-queue", "subGroups": sub_groups}}
+    return {
+        "apiVersion": "scheduling.run.ai/v2alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": name},
+        "spec": {"minMember": 1, "queue": "default-queue", "subGroups": sub_groups},
+    }
 
 
 @pytest.mark.parametrize(
     ("sub_groups", "expected"),
     [
-        ([{"name": "a", "minMember": 1}, {"name": "a", "minMember": 2}],
-         "spec.subGroups[1].name: 'a' is already used by spec.subGroups[0]"),
-        ([{"name": "a", "minMember": 1, "parent": "ghost"}],
-         "spec.subGroups[0].parent: names sub-group 'ghost', which does not exist"),
-        ([{"name": "a", "parent": "b"}, {"name": "b", "parent": "a"}, {"name": "c", "minMember": 1}],
-         "forms a cycle: a -> b -> a"),
+        (
+            [{"name": "a", "minMember": 1}, {"name": "a", "minMember": 2}],
+            "spec.subGroups[1].name: 'a' is already used by spec.subGroups[0]",
+        ),
+        (
+            [{"name": "a", "minMember": 1, "parent": "ghost"}],
+            "spec.subGroups[0].parent: names sub-group 'ghost', which does not exist",
+        ),
+        (
+            [{"name": "a", "parent": "b"}, {"name": "b", "parent": "a"}, {"name": "c", "minMember": 1}],
+            "forms a cycle: a -> b -> a",
+        ),
     ],
     ids=["duplicate", "missing-parent", "cycle"],
 )
@@ -253,7 +291,10 @@ def test_broken_sub_groups_are_rejected(
 
 def test_a_sub_group_tree_is_admitted(webhooks: tuple[Kube, str], ns: str) -> None:
     kube, _ = webhooks
-    tree = [{"name": "decode"}, {"name": "leader", "minMember": 1, "parent": "decode"},
-            {"name": "workers", "minMember": 2, "parent": "decode"}]
+    tree = [
+        {"name": "decode"},
+        {"name": "leader", "minMember": 1, "parent": "decode"},
+        {"name": "workers", "minMember": 2, "parent": "decode"},
+    ]
     created = kube.post(PODGROUPS.path(ns), podgroup("tree", tree))
     assert created["spec"]["subGroups"] == tree
