@@ -2,21 +2,52 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from kai.framework.action import register_action
 from kai.framework.jobqueue import JobQueue
 from kai.framework.placement import leaf_short_of_allocations, place_tasks, tasks_to_allocate
-from kai.framework.session import Session
+from kai.framework.session import EPS, Session
 from kai.framework.statement import Statement
-from kai.model import ALLOCATED, PodGroupInfo, PodStatus
+from kai.model import ALLOCATED, PodGroupInfo, PodInfo, PodStatus
 
 
 def _candidates(ssn: Session) -> list[PodGroupInfo]:
     return [job for job in ssn.jobs.values() if job.has_pending() and job.is_ready()]
 
 
+class FreeResources:
+    """What the cluster has free for this allocate (idle or being released, on usable nodes), kept up to date
+    as jobs are placed. A job whose next batch asks for more cannot start in this action: the job queue
+    defers it, so that it does not stand for its queue in the queue order. (Otherwise a big gang
+    first in line puts its queue behind others, whose jobs take the resources a reclaim just freed for the
+    queue's smaller jobs, and reclaim and allocate loop.)"""
+
+    def __init__(self, ssn: Session) -> None:
+        self.ssn = ssn
+        nodes = ssn.nodes
+        self.free = (nodes.idle + nodes.releasing)[nodes.usable].sum(axis=0) if len(nodes) else np.zeros(0)
+        self.needs: dict[tuple[str, int], np.ndarray] = {}
+
+    def placed(self, tasks: list[PodInfo]) -> None:
+        for task in tasks:
+            self.free -= self.ssn.vector(task)
+
+    def too_big(self, job: PodGroupInfo) -> bool:
+        key = (job.key, sum(1 for p in job.pods if p.status is PodStatus.PENDING))
+        need = self.needs.get(key)
+        if need is None:
+            batch = tasks_to_allocate(self.ssn, job)
+            need = self.needs[key] = sum((self.ssn.vector(t) for t in batch), np.zeros(len(self.ssn.space.names)))
+        return bool((need > self.free + EPS).any())
+
+
 @register_action("allocate")
 def allocate(ssn: Session) -> None:
-    queue = JobQueue(ssn, _candidates(ssn), ssn.config.queue_depth_per_action.get("allocate"))
+    free = FreeResources(ssn)
+    queue = JobQueue(
+        ssn, _candidates(ssn), ssn.config.queue_depth_per_action.get("allocate"), defer_for_pop=lambda: free.too_big
+    )
     while (job := queue.pop()) is not None:
         tasks = tasks_to_allocate(ssn, job)
         if not tasks:
@@ -35,6 +66,7 @@ def allocate(ssn: Session) -> None:
         if leaf_short_of_allocations(job) is not None:
             stmt.convert_to_pipelined(job.key)
         stmt.commit()
+        free.placed(tasks)
         ssn.fit_errors.pop(job.key, None)
         if not had_allocated and any(t.status is PodStatus.ALLOCATED for t in tasks):
             ssn.decisions.last_start[job.key] = ssn.now

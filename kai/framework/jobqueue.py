@@ -9,17 +9,31 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from kai.framework.session import Session
 from kai.model import PodGroupInfo
 
+Skip = Callable[[PodGroupInfo], bool]
+
 
 class JobQueue:
-    def __init__(self, ssn: Session, jobs: Iterable[PodGroupInfo], depth: int | None = None) -> None:
+    """`defer_for_pop`, when given, is asked once per pop for a predicate: a job it holds true for leaves
+    its heap before the queues are compared, so that it does not stand for its queue, and is handed out
+    only once every other job has been (it still gets its attempt, and its own why-pending message)."""
+
+    def __init__(
+        self,
+        ssn: Session,
+        jobs: Iterable[PodGroupInfo],
+        depth: int | None = None,
+        defer_for_pop: Callable[[], Skip] | None = None,
+    ) -> None:
         self.ssn = ssn
         self.depth = depth
+        self.defer_for_pop = defer_for_pop
+        self.deferred: list[PodGroupInfo] = []
         self.heaps: dict[str, list[tuple[tuple[Any, ...], int, PodGroupInfo]]] = {}
         self._seq = itertools.count()
         self.roots = sorted(q.name for q in ssn.queues.values() if not q.parent)
@@ -37,17 +51,19 @@ class JobQueue:
             heapq.heapify(heap)
 
     def __bool__(self) -> bool:
-        return any(self.heaps.values())
+        return bool(self.deferred) or any(self.heaps.values())
 
-    def _best(self, names: Iterable[str]) -> tuple[str, PodGroupInfo] | None:
+    def _best(self, names: Iterable[str], skip: Skip | None) -> tuple[str, PodGroupInfo] | None:
         best: tuple[tuple[Any, ...], str, PodGroupInfo] | None = None
         for name in names:
             queue = self.ssn.queues[name]
             if queue.is_leaf:
                 heap = self.heaps.get(name)
+                while heap and skip is not None and skip(heap[0][2]):
+                    self.deferred.append(heapq.heappop(heap)[2])
                 found = (name, heap[0][2]) if heap else None
             else:
-                found = self._best(queue.children)
+                found = self._best(queue.children, skip)
             if found is None:
                 continue
             key = self.ssn.queue_key(queue, found[1])
@@ -56,7 +72,7 @@ class JobQueue:
         return None if best is None else (best[1], best[2])
 
     def pop(self) -> PodGroupInfo | None:
-        found = self._best(self.roots)
+        found = self._best(self.roots, self.defer_for_pop() if self.defer_for_pop else None)
         if found is None:
-            return None
+            return self.deferred.pop(0) if self.deferred else None
         return heapq.heappop(self.heaps[found[0]])[2]

@@ -59,3 +59,30 @@ def test_state_after_round_n_equals_state_after_n_plus_3(name: str) -> None:
     assert five["pods"] == eight["pods"]
     assert all(r["evicted"] == [] for r in eight["rounds"][5:])
     assert all(r["bound"] == [] for r in eight["rounds"][5:])
+
+
+def test_a_big_gang_first_in_line_does_not_let_the_victim_queue_win_back_what_reclaim_freed() -> None:
+    # 8 GPUs; queue a deserves 6, b deserves 2. a runs eight 1-GPU jobs (two over its share). b waits with an
+    # older 3-GPU gang (more than b may reclaim) and a 1-GPU job, which reclaims one GPU from a. Next round the
+    # freed GPU must go to b's small job: were b's gang to stand for b in the queue order (3/2 of its share)
+    # a's evicted job (8/6) would be ranked first, take the GPU back, and reclaim would start again.
+    from tests.scenario import node, pod, podgroup, queue, run
+
+    objects = [
+        node("n1", gpus=8),
+        queue("a", gpu={"quota": 6, "overQuotaWeight": 1, "limit": -1}),
+        queue("b", gpu={"quota": 2, "overQuotaWeight": 1, "limit": -1}),
+    ]
+    for i in range(8):
+        objects += [
+            podgroup(f"a{i}", "a", created="2026-01-01T00:00:00Z"),
+            pod(f"a{i}", group=f"a{i}", gpus=1, node="n1"),
+        ]
+    objects += [podgroup("big", "b", min_member=3, created="2025-12-31T00:00:00Z")]
+    objects += [pod(f"big-{i}", group="big", gpus=1) for i in range(3)]
+    objects += [podgroup("small", "b", created="2025-12-31T12:00:00Z"), pod("small", group="small", gpus=1)]
+    result = run(objects, rounds=6)
+    evictions = [e["pod"] for r in result["rounds"] for e in r["evicted"]]
+    assert len(evictions) == 1  # one reclaim, never repeated
+    assert result["pods"]["ns/small"]["status"] == "Running"
+    assert sum(1 for k, p in result["pods"].items() if k.startswith("ns/a") and p["status"] == "Running") == 7

@@ -107,12 +107,25 @@ class ReclaimRules:
 
     # -- which victims ------------------------------------------------------------------------------
     def _strategy_holds(
-        self, r_side: str, v_side: str, r_allocated: np.ndarray, request: np.ndarray, v_remaining: np.ndarray
+        self,
+        r_side: str,
+        v_side: str,
+        r_allocated: np.ndarray,
+        request: np.ndarray,
+        v_remaining: np.ndarray,
+        chunk: np.ndarray | None = None,
     ) -> bool:
         total = self.p.total
         r, v = self.p.attrs[r_side], self.p.attrs[v_side]
-        # MaintainFairShare: the victim side stays above its allocatable share in some resource.
-        if np.any(v_remaining > v.allocatable(total) + EPS):
+        # MaintainFairShare: the victim side is above its allocatable share in some resource. KAI looks
+        # only before the chunk; kai also wants it at or above that share after the chunk, in a resource
+        # the chunk gives up. Otherwise the victim's queue ends below its share, the next allocate ranks it
+        # first for the very GPUs just freed, it takes them back and reclaim starts again: a loop.
+        share = v.allocatable(total)
+        above = v_remaining > share + EPS
+        if chunk is not None:
+            above &= (chunk > EPS) & (v_remaining - chunk >= share - EPS)
+        if np.any(above):
             return True
         # GuaranteeDeservedQuota: the reclaimer side stays within deserved, the victim side is above its own.
         within = np.all((r.deserved < 0) | (r_allocated + request <= r.deserved + EPS))
@@ -198,7 +211,7 @@ class ReclaimRules:
         taken: dict[tuple[str, str], np.ndarray] = {}
         for victim_queue, vec in chunks:
             r_side, v_side = self.divergence(reclaimer, victim_queue)
-            if not self._strategy_holds(r_side, v_side, before[r_side], request, remaining[v_side]):
+            if not self._strategy_holds(r_side, v_side, before[r_side], request, remaining[v_side], vec):
                 v = p.attrs[v_side]
                 return unschedulable(
                     "ReclaimUnfair",
