@@ -37,6 +37,7 @@ from kai.cycle import run_cycle
 from kai.framework.config import SchedulerConfig
 from kai.framework.decisions import Binding, Decisions, Eviction
 from kai.model import ClusterSnapshot
+from kai.sim.usage import UsageTracker
 from kai.snapshot.builder import build_snapshot
 
 log = logging.getLogger("kai.cluster.scheduler")
@@ -126,6 +127,8 @@ class Scheduler:
         self.last_loop = time.monotonic()
         self._known_problems: set[Problem] = set()
         self._stop = threading.Event()
+        # Time-based fair share (usageDBConfig set): usage from the scheduler's own record of allocations.
+        self.usage = UsageTracker(config.usage_db.params) if config.usage_db is not None else None
 
     # -- one cycle --------------------------------------------------------------------------------
     def run_once(self) -> CycleReport:
@@ -137,6 +140,9 @@ class Scheduler:
         result = build_snapshot(view.objects, now, self.config.params.scheduler_name)
         self._report_problems(result.problems, view)
         snapshot = result.snapshot
+        if self.usage is not None:
+            self.usage.observe(snapshot)
+            snapshot.queue_usage = self.usage.queue_usage(now)
         self.last_input = CycleInput(now, _accepted(view.objects, result.problems))
         steps: dict[str, float] = {}
 
