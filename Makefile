@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test test-offline lint bench bench-large bench-live bench-trace controlplane clean
+.PHONY: demo test test-offline lint bench bench-live bench-trace controlplane clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -32,9 +32,6 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/run.py
-
-bench-large: $(STAMP)
-	$(PY) bench/run.py --sizes S,M,L
 
 # The simulator over time: a 10,000-job synthetic week on 500 nodes x 8 GPUs (BENCH_TRACE_ARGS to vary it).
 bench-trace: $(STAMP)
