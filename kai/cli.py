@@ -5,19 +5,18 @@ from __future__ import annotations
 import os
 import sys
 from datetime import UTC, datetime
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
-import yaml
 from rich.console import Console
 from rich.markup import escape
 
 from kai.admission.cli import admission as admission_command
-from kai.api.errors import InvalidInput, Problem
+from kai.api.errors import InvalidInput
 from kai.api.timeutil import parse_time
 from kai.cluster.cli import register as register_live
+from kai.console import Output, err, fail, load_config, read_yaml, warn
 from kai.devcluster.cli import app as devcluster_app
 from kai.podgrouper.controller_cli import podgrouper as podgrouper_command
 from kai.sim.trace_cli import simulate_trace, what_if
@@ -34,38 +33,6 @@ app.command("podgrouper")(podgrouper_command)  # kai podgrouper
 app.command("admission")(admission_command)  # kai admission
 app.command("simulate-trace")(simulate_trace)  # kai simulate-trace: a workload over virtual time
 app.command("what-if")(what_if)  # kai what-if: when would this job start
-err = Console(stderr=True, highlight=False)
-
-
-class Output(StrEnum):
-    json = "json"
-    table = "table"
-
-
-def _fail(lines: list[str], code: int = 1) -> typer.Exit:
-    for line in lines:
-        err.print(f"[red]error:[/] {escape(line)}", soft_wrap=True)
-    return typer.Exit(code)
-
-
-def _load_config(path: Path | None) -> object:
-    from kai.cycle import ConfigError, known_actions
-    from kai.framework.config import parse_config
-
-    raw = None
-    if path is not None:
-        try:
-            raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except OSError as e:
-            raise InvalidInput([Problem(f"file {path}", "", f"cannot be read: {e.strerror or e}")]) from e
-        except yaml.YAMLError as e:
-            raise InvalidInput([Problem(f"file {path}", "", f"is not valid YAML: {e}")]) from e
-    config, problems, warnings = parse_config(raw, known_actions(), f"config {path}")
-    for warning in warnings:
-        err.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
-    if problems:
-        raise ConfigError(problems)
-    return config
 
 
 @app.command()
@@ -85,15 +52,15 @@ def simulate(
     try:
         moment = parse_time(now) if now else datetime.now(UTC).timestamp()
     except ValueError:
-        raise _fail([f"--now: {now!r} is not an RFC 3339 time such as 2026-01-01T00:00:00Z"]) from None
+        raise fail([f"--now: {now!r} is not an RFC 3339 time such as 2026-01-01T00:00:00Z"]) from None
     try:
-        cfg = _load_config(config)
+        cfg = load_config(read_yaml(config) if config is not None else None, f"config {config}")
         snapshot = load_snapshot(list(files), moment, cfg.params.scheduler_name)  # type: ignore[attr-defined]
         for warning in snapshot.warnings:
-            err.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+            warn(warning)
         result = run(snapshot, cfg, rounds)  # type: ignore[arg-type]
     except (InvalidInput, ConfigError) as problem:
-        raise _fail([str(p) for p in problem.problems]) from None
+        raise fail([str(p) for p in problem.problems]) from None
     if output is Output.json:
         sys.stdout.write(render_json(result))
     else:

@@ -11,7 +11,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -24,45 +23,10 @@ from rich.table import Table
 
 from kai.api.errors import InvalidInput, Problem
 from kai.api.timeutil import format_time, parse_time
+from kai.console import Output, err, fail, load_config, read_yaml, warn
 from kai.framework.config import SchedulerConfig
 
-err = Console(stderr=True, highlight=False)
-
-
-class TraceOutput(StrEnum):
-    table = "table"
-    json = "json"
-
-
-def _fail(lines: list[str], code: int = 1) -> typer.Exit:
-    for line in lines:
-        err.print(f"[red]error:[/] {escape(line)}", soft_wrap=True)
-    return typer.Exit(code)
-
-
-def _read_yaml(path: Path) -> Any:
-    try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise InvalidInput([Problem(f"file {path}", "", f"cannot be read: {e.strerror or e}")]) from e
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        at = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        reason = getattr(e, "problem", None) or e
-        raise InvalidInput([Problem(f"file {path}", at, f"is not valid YAML: {reason}")]) from e
-
-
-def load_config(raw: Any, where: str) -> SchedulerConfig:
-    """Parse a scheduler configuration (the file's content); warnings go to stderr."""
-    from kai.cycle import ConfigError, known_actions
-    from kai.framework.config import parse_config
-
-    config, problems, warnings = parse_config(raw, known_actions(), where)
-    for warning in warnings:
-        err.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
-    if problems:
-        raise ConfigError(problems)
-    return config
+TraceOutput = Output  # table or json
 
 
 @contextmanager
@@ -127,20 +91,20 @@ def simulate_trace(
     from kai.sim.workload import parse_span, parse_workload, simulate_workload
 
     if config is not None and compare is not None:
-        raise _fail(["--config and --compare: give one or the other"])
+        raise fail(["--config and --compare: give one or the other"])
     try:
         limit = parse_span(until) if until else None
     except ValueError:
-        raise _fail([f"--until: {until!r} is not a duration such as 12h or 7d"]) from None
+        raise fail([f"--until: {until!r} is not a duration such as 12h or 7d"]) from None
     try:
-        workload = parse_workload(_read_yaml(workload_file), f"workload {workload_file}")
+        workload = parse_workload(read_yaml(workload_file), f"workload {workload_file}")
         configs: list[tuple[str, SchedulerConfig]] = []
         if compare is not None:
             taken: set[str] = set()
             for path in compare:
-                configs.append((_label(path, taken), load_config(_read_yaml(path), f"config {path}")))
+                configs.append((_label(path, taken), load_config(read_yaml(path), f"config {path}")))
         elif config is not None:
-            configs.append((config.stem, load_config(_read_yaml(config), f"config {config}")))
+            configs.append((config.stem, load_config(read_yaml(config), f"config {config}")))
         else:
             where = f"workload {workload_file}: scheduler"
             configs.append(("workload config", load_config(workload.scheduler, where)))
@@ -162,7 +126,7 @@ def simulate_trace(
             )
             runs.append((label, result, compute_metrics(result)))
     except (InvalidInput, ConfigError) as problem:
-        raise _fail([str(p) for p in problem.problems]) from None
+        raise fail([str(p) for p in problem.problems]) from None
 
     if report is not None:
         from kai.sim.html_report import write_report
@@ -170,7 +134,7 @@ def simulate_trace(
         try:
             write_report(report, runs, workload)
         except OSError as e:
-            raise _fail([f"--report {report}: cannot write: {e.strerror or e}"]) from None
+            raise fail([f"--report {report}: cannot write: {e.strerror or e}"]) from None
         err.print(f"report written to {report / 'report.html'}", soft_wrap=True)
     if output is TraceOutput.json:
         document = {label: metrics for label, _, metrics in runs}
@@ -273,23 +237,23 @@ def what_if(
     try:
         moment = parse_time(now) if now else datetime.now(UTC).timestamp()
     except ValueError:
-        raise _fail([f"--now: {now!r} is not an RFC 3339 time such as 2026-01-01T00:00:00Z"]) from None
+        raise fail([f"--now: {now!r} is not an RFC 3339 time such as 2026-01-01T00:00:00Z"]) from None
     spans = {}
     given = (("--horizon", horizon), ("--default-duration", default_duration), ("--cycle-period", cycle_period))
     for name, value in given:
         try:
             spans[name] = parse_span(value)
         except ValueError:
-            raise _fail([f"{name}: {value!r} is not a duration such as 10s, 1h or 7d"]) from None
+            raise fail([f"{name}: {value!r} is not a duration such as 10s, 1h or 7d"]) from None
         if spans[name] <= 0:
-            raise _fail([f"{name}: must be positive, got {value!r}"])
+            raise fail([f"{name}: must be positive, got {value!r}"])
     try:
-        cfg = load_config(_read_yaml(config) if config is not None else None, f"config {config}")
+        cfg = load_config(read_yaml(config) if config is not None else None, f"config {config}")
         answer = run_what_if(
             list(files), job, cfg, moment, spans["--horizon"], spans["--default-duration"], spans["--cycle-period"]
         )
     except (InvalidInput, ConfigError) as problem:
-        raise _fail([str(p) for p in problem.problems]) from None
+        raise fail([str(p) for p in problem.problems]) from None
     if output is TraceOutput.json:
         sys.stdout.write(json.dumps(answer, indent=2, sort_keys=True) + "\n")
         return
@@ -360,7 +324,7 @@ def run_what_if(
             if any(p.status is not PodStatus.PENDING for p in snapshot.podgroups[key].pods):
                 raise InvalidInput([Problem(f"file {job_file}", key, "every pod of the job must be pending")])
     for warning in snapshot.warnings:
-        err.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
+        warn(warning)
 
     group_notes, pod_notes = _annotations(objects + job_objects)
     jobs: list[SimJob] = []
