@@ -527,9 +527,17 @@ class Binder:
         status: dict[str, Any] = {"phase": phase, "reason": reason}
         if phase == "Failed":
             status["failedAttempts"] = int((br.get("status") or {}).get("failedAttempts") or 0) + 1
+        # The resourceVersion makes the patch conditional (the status subresource ignores a UID in the body): a
+        # BindRequest deleted and made again under the same name (the pod's) while this bind ran must not be
+        # marked with this bind's outcome. A conflict leaves the request open; the next pass sees the truth.
+        version = meta.get("resourceVersion")
+        body = {"metadata": {"resourceVersion": version}, "status": status} if version else {"status": status}
         try:
-            self.kube.patch(BIND_REQUESTS.path(meta["namespace"], meta["name"], "status"), {"status": status})
+            self.kube.patch(BIND_REQUESTS.path(meta["namespace"], meta["name"], "status"), body)
         except ApiError as err:
+            if err.status in (409, 422):
+                log.info("BindRequest %s was replaced while it was bound: %s not reported", object_key(br), phase)
+                return
             if err.status != 404:
                 log.warning("could not report %s on BindRequest %s: %s", phase, object_key(br), err)
                 return
