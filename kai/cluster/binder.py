@@ -527,21 +527,37 @@ class Binder:
         status: dict[str, Any] = {"phase": phase, "reason": reason}
         if phase == "Failed":
             status["failedAttempts"] = int((br.get("status") or {}).get("failedAttempts") or 0) + 1
-        # The resourceVersion makes the patch conditional (the status subresource ignores a UID in the body): a
-        # BindRequest deleted and made again under the same name (the pod's) while this bind ran must not be
-        # marked with this bind's outcome. A conflict leaves the request open; the next pass sees the truth.
+        # Only on the BindRequest this bind was for: one deleted and made again under the same name (the pod's)
+        # meanwhile must not get this bind's outcome. The status subresource ignores a UID in a patch, so the
+        # patch carries the resourceVersion, and a conflict is settled by reading the request again.
+        path = BIND_REQUESTS.path(meta["namespace"], meta["name"], "status")
         version = meta.get("resourceVersion")
-        body = {"metadata": {"resourceVersion": version}, "status": status} if version else {"status": status}
+        written: Any = None
         try:
-            self.kube.patch(BIND_REQUESTS.path(meta["namespace"], meta["name"], "status"), body)
+            for attempt in range(2):
+                try:
+                    written = self.kube.patch(path, {"metadata": {"resourceVersion": version}, "status": status})
+                    break
+                except ApiError as err:
+                    if err.status != 409 or attempt:
+                        raise
+                    current = self.kube.get(BIND_REQUESTS.path(meta["namespace"], meta["name"]))
+                    if current["metadata"].get("uid") != meta.get("uid"):
+                        log.info(
+                            "BindRequest %s was replaced while it was bound: %s not reported", object_key(br), phase
+                        )
+                        return
+                    version = current["metadata"].get("resourceVersion")
         except ApiError as err:
-            if err.status in (409, 422):
-                log.info("BindRequest %s was replaced while it was bound: %s not reported", object_key(br), phase)
-                return
             if err.status != 404:
                 log.warning("could not report %s on BindRequest %s: %s", phase, object_key(br), err)
                 return
-        updated = {**br, "status": {**(br.get("status") or {}), **status}}
+        if isinstance(written, dict) and written.get("metadata"):
+            written.setdefault("apiVersion", br.get("apiVersion"))
+            written.setdefault("kind", br.get("kind"))
+            updated = written  # with the new resourceVersion
+        else:
+            updated = {**br, "status": {**(br.get("status") or {}), **status}}
         self.cache.store(BIND_REQUESTS).put(updated)
 
 
