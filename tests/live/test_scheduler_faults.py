@@ -57,12 +57,21 @@ def test_the_scheduler_recovers_from_api_errors_and_loses_nothing(
                     # Pull BindRequests out from under the scheduler and the binder.
                     for br in admin.get(BIND_REQUESTS.path(namespace))["items"]:
                         admin.delete(BIND_REQUESTS.path(namespace, br["metadata"]["name"]))
-            placed = wait(
-                "every pod bound despite the faults",
-                lambda: len(bound(admin, namespace)) == GANGS * SIZE and bound(admin, namespace),
-                timeout=120,
-                interval=0.5,
-            )
+            try:
+                placed = wait(
+                    "every pod bound despite the faults",
+                    lambda: len(bound(admin, namespace)) == GANGS * SIZE and bound(admin, namespace),
+                    timeout=120,
+                    interval=0.5,
+                )
+            except AssertionError as err:  # say what is stuck
+                now_bound = bound(admin, namespace)
+                brs = {
+                    b["spec"]["podName"]: (b["spec"]["selectedNode"], (b.get("status") or {}).get("phase"))
+                    for b in admin.get(BIND_REQUESTS.path(namespace))["items"]
+                }
+                stuck = sorted(set(f"g{i}-{j}" for i in range(GANGS) for j in range(SIZE)) - set(now_bound))
+                raise AssertionError(f"{err}; unbound: {[(p, brs.get(p)) for p in stuck]}") from None
             assert sum(proxy.injected.values()) >= 10, proxy.injected
             assert {"409", "429", "500"} <= set(proxy.injected), proxy.injected
             reflectors = process.cache.reflectors.values()
