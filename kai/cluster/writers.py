@@ -149,7 +149,10 @@ class BindRequestWriter:
                     {"preconditions": {"uid": meta.get("uid")}} if meta.get("uid") else None,
                 )
             except ApiError as err:
-                if err.status not in (404, 409):
+                if err.status != 404:
+                    # Including 409: a conflict may leave the request in place (a replaced one comes back
+                    # through the watch). Forgetting it here would hide it for good, and its pod could never
+                    # get a new request under the same name.
                     log.warning("stale BindRequest %s/%s not deleted: %s", meta["namespace"], meta["name"], err)
                     return False
             log.info("deleted BindRequest %s/%s: %s", meta["namespace"], meta["name"], why)
