@@ -78,8 +78,13 @@ def install_operator_crds(api: k8s.ApiClient, kube: Kube, timeout: float = 30.0)
 def ensure_priority_classes(kube: Kube) -> None:
     """KAI's four PriorityClasses, as its Helm chart installs them."""
     for name, value in keys.DEFAULT_PRIORITY_CLASSES.items():
-        body = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
-                "value": value, "globalDefault": False}
+        body = {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name},
+            "value": value,
+            "globalDefault": False,
+        }
         with contextlib.suppress(ApiError):
             kube.post(PRIORITY_CLASSES.path(), body)
 
@@ -107,9 +112,13 @@ def create_tree(kube: Kube, objects: Iterable[Mapping[str, Any]], namespace: str
     real: dict[str, str] = {}
     created: dict[str, dict[str, Any]] = {}
     while pending:
-        ready = [o for o in pending
-                 if all(r["uid"] in real or r["uid"] not in manifest_uids
-                        for r in o["metadata"].get("ownerReferences") or [])]
+        ready = [
+            o
+            for o in pending
+            if all(
+                r["uid"] in real or r["uid"] not in manifest_uids for r in o["metadata"].get("ownerReferences") or []
+            )
+        ]
         assert ready, "ownerReferences form a cycle"
         for obj in ready:
             pending.remove(obj)
@@ -155,8 +164,13 @@ def _complete_apps_object(body: dict[str, Any]) -> None:
         pod_spec["containers"] = [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]
 
 
-def operator_pod(owner: Mapping[str, Any], template: Mapping[str, Any], name: str,
-                 labels: Mapping[str, str] | None = None, manifest_uid: str | None = None) -> dict[str, Any]:
+def operator_pod(
+    owner: Mapping[str, Any],
+    template: Mapping[str, Any],
+    name: str,
+    labels: Mapping[str, str] | None = None,
+    manifest_uid: str | None = None,
+) -> dict[str, Any]:
     """A pod as `owner`'s operator creates it from `template` (an object for `create_tree`)."""
     meta = template.get("metadata") or {}
     return {
@@ -168,10 +182,16 @@ def operator_pod(owner: Mapping[str, Any], template: Mapping[str, Any], name: st
             "uid": manifest_uid or f"pod-{name}",
             "labels": {**(meta.get("labels") or {}), **(labels or {})},
             "annotations": dict(meta.get("annotations") or {}),
-            "ownerReferences": [{
-                "apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"],
-                "uid": owner["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True,
-            }],
+            "ownerReferences": [
+                {
+                    "apiVersion": owner["apiVersion"],
+                    "kind": owner["kind"],
+                    "name": owner["metadata"]["name"],
+                    "uid": owner["metadata"]["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
         },
         "spec": copy.deepcopy(dict(template["spec"])),
     }
@@ -219,13 +239,24 @@ def grouped_pod(kube: Kube, namespace: str, name: str, timeout: float = 15.0) ->
     """The pod once the podgrouper has annotated it."""
     return wait_for(
         f"pod {namespace}/{name} to be grouped",
-        lambda: (p := pod(kube, namespace, name))["metadata"].get("annotations", {}).get(keys.POD_GROUP_ANNOTATION)
-        and p,
+        lambda: (
+            (p := pod(kube, namespace, name))["metadata"].get("annotations", {}).get(keys.POD_GROUP_ANNOTATION) and p
+        ),
         timeout,
     )
 
 
 def warnings_on(kube: Kube, namespace: str, pod_name: str) -> list[str]:
-    events = kube.get(f"/api/v1/namespaces/{namespace}/events",
-                      {"fieldSelector": f"involvedObject.name={pod_name},reason={keys.PODGROUPER_WARNING_REASON}"})
+    events = kube.get(
+        f"/api/v1/namespaces/{namespace}/events",
+        {"fieldSelector": f"involvedObject.name={pod_name},reason={keys.PODGROUPER_WARNING_REASON}"},
+    )
     return [e.get("message", "") for e in events.get("items") or []]
+
+
+def prepared_kube(live_cluster: Any) -> Kube:
+    """The admin client, with the operators' CRDs and KAI's priority classes installed."""
+    kube = Kube(live_cluster.api)
+    install_operator_crds(live_cluster.api, kube)
+    ensure_priority_classes(kube)
+    return kube

@@ -26,13 +26,12 @@ import pytest
 import yaml
 from podgrouper_support import (
     create_tree,
-    ensure_priority_classes,
     grouped_pod,
-    install_operator_crds,
     load_manifests,
     operator_pod,
     pod,
     podgroup,
+    prepared_kube,
     running_controller,
     wait_for,
     warnings_on,
@@ -51,10 +50,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def kube(live_cluster: LiveCluster) -> Kube:
-    kube = Kube(live_cluster.api)
-    install_operator_crds(live_cluster.api, kube)
-    ensure_priority_classes(kube)
-    return kube
+    return prepared_kube(live_cluster)
 
 
 @pytest.fixture(scope="module")
@@ -65,12 +61,18 @@ def controller(kube: Kube) -> Iterator[PodGrouperController]:
 
 def job_with_pod(namespace: str, name: str, **job_meta: Any) -> list[dict[str, Any]]:
     job = {
-        "apiVersion": "batch/v1", "kind": "Job",
+        "apiVersion": "batch/v1",
+        "kind": "Job",
         "metadata": {"name": name, "namespace": namespace, "uid": f"job-{name}", **job_meta},
-        "spec": {"template": {"spec": {
-            "schedulerName": "kai-scheduler", "restartPolicy": "Never",
-            "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}],
-        }}},
+        "spec": {
+            "template": {
+                "spec": {
+                    "schedulerName": "kai-scheduler",
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}],
+                }
+            }
+        },
     }
     return [job, operator_pod(job, job["spec"]["template"], f"{name}-0", {"job-name": name})]
 
@@ -82,28 +84,43 @@ def test_an_update_keeps_what_a_user_set_by_hand(kube: Kube, controller: PodGrou
     grouped_pod(kube, namespace, "sweep-0")
     path = PODGROUPS.path(namespace, name)
     assert wait_for("the PodGroup", lambda: podgroup(kube, namespace, name))["spec"]["minMember"] == 1
-    kube.patch(path, {
-        "metadata": {
-            "labels": {"kai.scheduler/node-pool": "pool-a", "kai.scheduler/queue": "by-hand", "team": "vision"},
-            "annotations": {keys.LAST_START_TIMESTAMP_ANNOTATION: "2026-01-01T00:00:00Z"},
+    kube.patch(
+        path,
+        {
+            "metadata": {
+                "labels": {"kai.scheduler/node-pool": "pool-a", "kai.scheduler/queue": "by-hand", "team": "vision"},
+                "annotations": {keys.LAST_START_TIMESTAMP_ANNOTATION: "2026-01-01T00:00:00Z"},
+            },
+            "spec": {"queue": "by-hand", "markUnschedulable": False, "schedulingBackoff": 1, "minMember": 7},
         },
-        "spec": {"queue": "by-hand", "markUnschedulable": False, "schedulingBackoff": 1, "minMember": 7},
-    })
+    )
     # The workload changes: a gang of 3 and a different priority class; any pod update re-handles it.
-    kube.patch(f"/apis/batch/v1/namespaces/{namespace}/jobs/sweep", {"metadata": {
-        "annotations": {keys.BATCH_MIN_MEMBER_ANNOTATION: "3"}, "labels": {"priorityClassName": "inference"},
-    }})
+    kube.patch(
+        f"/apis/batch/v1/namespaces/{namespace}/jobs/sweep",
+        {
+            "metadata": {
+                "annotations": {keys.BATCH_MIN_MEMBER_ANNOTATION: "3"},
+                "labels": {"priorityClassName": "inference"},
+            }
+        },
+    )
     kube.patch(PODS.path(namespace, "sweep-0"), {"metadata": {"labels": {"touched": "yes"}}})
 
-    group = wait_for("minMember 3", lambda: (g := podgroup(kube, namespace, name)) and g["spec"]["minMember"] == 3
-                     and g)
+    group = wait_for(
+        "minMember 3", lambda: (g := podgroup(kube, namespace, name)) and g["spec"]["minMember"] == 3 and g
+    )
     assert group["spec"] == {
-        "minMember": 3, "priorityClassName": "inference",  # the workload's
-        "queue": "by-hand", "markUnschedulable": False, "schedulingBackoff": 1,  # the user's
+        "minMember": 3,
+        "priorityClassName": "inference",  # the workload's
+        "queue": "by-hand",
+        "markUnschedulable": False,
+        "schedulingBackoff": 1,  # the user's
     }
     labels = group["metadata"]["labels"]
     assert (labels["kai.scheduler/node-pool"], labels["kai.scheduler/queue"], labels["team"]) == (
-        "pool-a", "by-hand", "vision"
+        "pool-a",
+        "by-hand",
+        "vision",
     )
     assert labels["priorityClassName"] == "inference"
     assert group["metadata"]["annotations"][keys.LAST_START_TIMESTAMP_ANNOTATION] == "2026-01-01T00:00:00Z"
@@ -133,8 +150,9 @@ def test_a_workload_that_cannot_be_grouped_becomes_an_event(
     messages = wait_for("a PodGrouperWarning", lambda: warnings_on(kube, namespace, "horovod-broken-worker-0"))
     assert len(messages) == 1
     assert f"MPIJob {namespace}/horovod-broken: spec.mpiReplicaSpecs.Launcher: is required" in messages[0]
-    assert keys.POD_GROUP_ANNOTATION not in (pod(kube, namespace, "horovod-broken-worker-0")["metadata"]
-                                             .get("annotations") or {})
+    assert keys.POD_GROUP_ANNOTATION not in (
+        pod(kube, namespace, "horovod-broken-worker-0")["metadata"].get("annotations") or {}
+    )
     # The controller goes on: the next workload is grouped, and the event is not repeated on retries.
     create_tree(kube, job_with_pod(namespace, "after"), namespace)
     grouped_pod(kube, namespace, "after-0")
@@ -161,12 +179,19 @@ def test_a_deleted_podgroup_is_made_again(kube: Kube, controller: PodGrouperCont
 
 
 def test_bare_pods_and_other_schedulers(kube: Kube, controller: PodGrouperController, namespace: str) -> None:
-    base = {"apiVersion": "v1", "kind": "Pod",
-            "spec": {"schedulerName": "kai-scheduler",
-                     "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]}}
+    base = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "spec": {
+            "schedulerName": "kai-scheduler",
+            "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}],
+        },
+    }
     kube.post(PODS.path(namespace), {**base, "metadata": {"name": "own", "annotations": {"pod-group-name": "mine"}}})
-    kube.post(PODS.path(namespace), {**base, "metadata": {"name": "theirs"},
-                                     "spec": {**base["spec"], "schedulerName": "default-scheduler"}})
+    kube.post(
+        PODS.path(namespace),
+        {**base, "metadata": {"name": "theirs"}, "spec": {**base["spec"], "schedulerName": "default-scheduler"}},
+    )
     bare = kube.post(PODS.path(namespace), {**base, "metadata": {"name": "bare"}})
 
     grouped = grouped_pod(kube, namespace, "bare")
@@ -183,14 +208,26 @@ def test_bare_pods_and_other_schedulers(kube: Kube, controller: PodGrouperContro
 def test_namespace_and_pod_selectors_limit_what_is_grouped(kube: Kube, namespace: str) -> None:
     name = unique_scheduler_name()
     marker = uuid.uuid4().hex[:6]
-    config = ControllerConfig(options=GroupingOptions(scheduler_name=name), workers=2,
-                              namespace_selector=f"kai-test/podgrouper={marker}", pod_selector="team in (ml,vision)")
+    config = ControllerConfig(
+        options=GroupingOptions(scheduler_name=name),
+        workers=2,
+        namespace_selector=f"kai-test/podgrouper={marker}",
+        pod_selector="team in (ml,vision)",
+    )
 
     def bare(pod_name: str, team: str) -> None:
-        kube.post(PODS.path(namespace), {
-            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod_name, "labels": {"team": team}},
-            "spec": {"schedulerName": name, "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]},
-        })
+        kube.post(
+            PODS.path(namespace),
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": pod_name, "labels": {"team": team}},
+                "spec": {
+                    "schedulerName": name,
+                    "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}],
+                },
+            },
+        )
 
     with running_controller(kube, config):
         bare("ml-0", "ml")
@@ -205,44 +242,72 @@ def test_namespace_and_pod_selectors_limit_what_is_grouped(kube: Kube, namespace
         assert keys.POD_GROUP_ANNOTATION not in (pod(kube, namespace, "web-0")["metadata"].get("annotations") or {})
 
 
-def test_a_pytorchjob_is_grouped_and_placed_as_one_gang(
-    live_cluster: LiveCluster, kube: Kube, namespace: str
-) -> None:
+def test_a_pytorchjob_is_grouped_and_placed_as_one_gang(live_cluster: LiveCluster, kube: Kube, namespace: str) -> None:
     name = unique_scheduler_name()
     queue_name = f"q-{name}"
     create(kube, queue(queue_name))
     nodes = fresh_nodes(live_cluster, 2, gpus=4)
-    template = {"spec": {"schedulerName": name, "containers": [{
-        "name": "pytorch", "image": "nvcr.io/nvidia/pytorch:24.05-py3",
-        "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"nvidia.com/gpu": "2"}},
-    }]}}
+    template = {
+        "spec": {
+            "schedulerName": name,
+            "containers": [
+                {
+                    "name": "pytorch",
+                    "image": "nvcr.io/nvidia/pytorch:24.05-py3",
+                    "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"nvidia.com/gpu": "2"}},
+                }
+            ],
+        }
+    }
     job = {
-        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
-        "metadata": {"name": "bert", "namespace": namespace, "uid": "job-bert",
-                     "labels": {"kai.scheduler/queue": queue_name}},
-        "spec": {"pytorchReplicaSpecs": {
-            "Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": template},
-            "Worker": {"replicas": 3, "restartPolicy": "OnFailure", "template": template},
-        }},
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {
+            "name": "bert",
+            "namespace": namespace,
+            "uid": "job-bert",
+            "labels": {"kai.scheduler/queue": queue_name},
+        },
+        "spec": {
+            "pytorchReplicaSpecs": {
+                "Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": template},
+                "Worker": {"replicas": 3, "restartPolicy": "OnFailure", "template": template},
+            }
+        },
     }
     labels = {"training.kubeflow.org/job-name": "bert"}
-    pods = [operator_pod(job, template, "bert-master-0", {**labels, "training.kubeflow.org/replica-type": "master",
-                                                           "training.kubeflow.org/replica-index": "0"})]
-    pods += [operator_pod(job, template, f"bert-worker-{i}", {**labels, "training.kubeflow.org/replica-type": "worker",
-                                                              "training.kubeflow.org/replica-index": str(i)})
-             for i in range(3)]
+    pods = [
+        operator_pod(
+            job,
+            template,
+            "bert-master-0",
+            {**labels, "training.kubeflow.org/replica-type": "master", "training.kubeflow.org/replica-index": "0"},
+        )
+    ]
+    pods += [
+        operator_pod(
+            job,
+            template,
+            f"bert-worker-{i}",
+            {**labels, "training.kubeflow.org/replica-type": "worker", "training.kubeflow.org/replica-index": str(i)},
+        )
+        for i in range(3)
+    ]
     config = ControllerConfig(options=GroupingOptions(scheduler_name=name), workers=2)
     try:
         with running_controller(kube, config), scheduler(kube, name):
             created = create_tree(kube, [job, *pods], namespace)
-            placed = wait_for("the gang to be bound",
-                              lambda: len(bound(kube, namespace)) == 4 and bound(kube, namespace), timeout=30)
+            placed = wait_for(
+                "the gang to be bound", lambda: len(bound(kube, namespace)) == 4 and bound(kube, namespace), timeout=30
+            )
         assert set(placed.values()) <= set(nodes)
         group = kube.get(PODGROUPS.path(namespace, f"pg-bert-{created['PyTorchJob/bert']['metadata']['uid']}"))
         assert group["spec"]["minMember"] == 4 and group["spec"]["queue"] == queue_name
         assert [(g["name"], g["minMember"]) for g in group["spec"]["subGroups"]] == [("master", 1), ("worker", 3)]
         assert {p["metadata"]["labels"][keys.SUBGROUP_LABEL] for p in kube.get(PODS.path(namespace))["items"]} == {
-            "master", "worker"}
+            "master",
+            "worker",
+        }
     finally:
         cleanup(kube, namespace, [queue_name])
         live_cluster.delete_nodes(nodes)
@@ -263,8 +328,9 @@ def test_the_podgrouper_service_account_may_do_what_the_controller_does(
         assert err.status == 409
     for path in (rbac / "kai-podgrouper-clusterrole.yaml", rbac / "kai-podgrouper-serviceaccount.yaml"):
         try:
-            utils.create_from_yaml(live_cluster.api, yaml_objects=list(yaml.safe_load_all(path.read_text())),
-                                   namespace="kai-scheduler")
+            utils.create_from_yaml(
+                live_cluster.api, yaml_objects=list(yaml.safe_load_all(path.read_text())), namespace="kai-scheduler"
+            )
         except utils.FailToCreateError as err:
             assert all(e.status == 409 for e in err.api_exceptions), err
     configuration = copy.copy(live_cluster.api.configuration)
@@ -276,8 +342,12 @@ def test_the_podgrouper_service_account_may_do_what_the_controller_does(
     assert denied.value.status == 403
 
     name = unique_scheduler_name()
-    widget = {"apiVersion": "example.com/v1", "kind": "Widget",
-              "metadata": {"name": "gadget", "namespace": namespace, "uid": "w-1"}, "spec": {}}
+    widget = {
+        "apiVersion": "example.com/v1",
+        "kind": "Widget",
+        "metadata": {"name": "gadget", "namespace": namespace, "uid": "w-1"},
+        "spec": {},
+    }
     install_widget_crd(live_cluster)
     jobset = workload(load_manifests("jobset"), "JobSet", "llm-train")
     for obj in jobset:
@@ -299,12 +369,24 @@ def test_the_podgrouper_service_account_may_do_what_the_controller_does(
 def install_widget_crd(live_cluster: LiveCluster) -> None:
     from kubernetes import client as k8s
 
-    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-           "metadata": {"name": "widgets.example.com"},
-           "spec": {"group": "example.com", "scope": "Namespaced",
-                    "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"},
-                    "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
-                        "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                }
+            ],
+        },
+    }
     try:
         k8s.ApiextensionsV1Api(live_cluster.api).create_custom_resource_definition(crd, _preload_content=False)
     except k8s.ApiException as exc:
@@ -316,10 +398,14 @@ def install_widget_crd(live_cluster: LiveCluster) -> None:
 def test_the_default_priorities_configmap_applies_per_kind(kube: Kube, namespace: str) -> None:
     name = unique_scheduler_name()
     types = '[{"typeName": "Job", "group": "batch", "priorityName": "inference", "preemptibility": "non-preemptible"}]'
-    kube.post(f"/api/v1/namespaces/{namespace}/configmaps",
-              {"metadata": {"name": "kai-defaults"}, "data": {"types": types}})
-    config = ControllerConfig(options=GroupingOptions(scheduler_name=name), default_priorities_configmap="kai-defaults",
-                              default_priorities_namespace=namespace)
+    kube.post(
+        f"/api/v1/namespaces/{namespace}/configmaps", {"metadata": {"name": "kai-defaults"}, "data": {"types": types}}
+    )
+    config = ControllerConfig(
+        options=GroupingOptions(scheduler_name=name),
+        default_priorities_configmap="kai-defaults",
+        default_priorities_namespace=namespace,
+    )
     objects = job_with_pod(namespace, "served")
     objects[1]["spec"]["schedulerName"] = name
     with running_controller(kube, config):
@@ -334,15 +420,27 @@ def test_with_leader_election_one_replica_writes_and_a_standby_takes_over(kube: 
     name = unique_scheduler_name()
 
     def replica(identity: str) -> PodGrouperController:
-        config = ControllerConfig(options=GroupingOptions(scheduler_name=name), workers=1, leader_elect=True,
-                                  lease_namespace=namespace, lease_name="kai-podgrouper", event_instance=identity,
-                                  lease_durations=(3.0, 2.0, 0.3))
+        config = ControllerConfig(
+            options=GroupingOptions(scheduler_name=name),
+            workers=1,
+            leader_elect=True,
+            lease_namespace=namespace,
+            lease_name="kai-podgrouper",
+            event_instance=identity,
+            lease_durations=(3.0, 2.0, 0.3),
+        )
         return PodGrouperController(kube, config).start(sync_timeout=20)
 
     def bare(pod_name: str) -> None:
-        kube.post(PODS.path(namespace), {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod_name},
-                                         "spec": {"schedulerName": name,
-                                                  "containers": [{"name": "main", "image": "x"}]}})
+        kube.post(
+            PODS.path(namespace),
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": pod_name},
+                "spec": {"schedulerName": name, "containers": [{"name": "main", "image": "x"}]},
+            },
+        )
 
     first = replica("first")
     wait_for("the first replica to lead", lambda: first.leader is not None and first.leader.is_leader)
