@@ -127,8 +127,8 @@ def test_bad_usage_params_name_the_field() -> None:
 def test_usage_tracker_feeds_time_based_fair_share_from_snapshots(tmp_path: Path) -> None:
     """The live scheduler's path: observe each cycle's snapshot, read usage back (no Prometheus)."""
     from kai.api.timeutil import parse_time
-    from kai.usage import UsageTracker
     from kai.snapshot.loader import load_snapshot
+    from kai.usage import UsageTracker
     from tests.scenario import NOW, node, pod, podgroup, queue, write
 
     t0 = parse_time(NOW)
