@@ -57,7 +57,13 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
 
 
 # Packages of the extras (pyproject.toml): a command that needs a missing one says which extra to install.
-EXTRAS = {"kubernetes": "live", "prometheus_client": "live", "cryptography": "live", "matplotlib": "report"}
+EXTRAS = {
+    "kubernetes": "live",
+    "urllib3": "live",
+    "prometheus_client": "live",
+    "cryptography": "live",
+    "matplotlib": "report",
+}
 
 
 def load_command(name: str) -> Any:
@@ -163,7 +169,7 @@ def main() -> None:
         if extra is None or os.environ.get("KAI_DEBUG"):
             raise
         needs = f"this command needs {exc.name}, which comes with kai[{extra}]: pip install 'kai[{extra}]'"
-        err.print(f"[red]error:[/] {escape(needs)}")
+        err.print(f"[red]error:[/] {escape(needs)}", soft_wrap=True)
         sys.exit(1)
     except Exception as exc:
         if os.environ.get("KAI_DEBUG"):
