@@ -1,4 +1,4 @@
-"""Queue usage history (time-based fair share, section 4.3): windows and half-life decay, checked by hand,
+"""Queue usage history (time-based fair share): windows and half-life decay, checked by hand,
 and the usageDBConfig section of the scheduler configuration."""
 
 from __future__ import annotations
