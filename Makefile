@@ -4,16 +4,24 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test test-offline lint bench bench-live bench-trace controlplane clean
+# The demo's instant: after every creationTimestamp in examples/cluster.yaml (README quotes its output).
+DEMO_NOW := 2026-01-01T01:00:00Z
 
-$(STAMP): pyproject.toml
+.PHONY: demo test test-offline lint bench bench-live bench-trace controlplane constraints clean
+
+# Every extra, with the exact versions of constraints.txt, so that CI is reproducible.
+$(STAMP): pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -e '.[dev]'
+	$(VENV)/bin/pip install --quiet -c constraints.txt -e '.[dev,live,report]'
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/kai simulate -f examples/cluster.yaml --now 2026-01-01T00:00:00Z -o table
+	$(VENV)/bin/kai simulate -f examples/cluster.yaml --now $(DEMO_NOW) -o table
+
+# Pin what the virtual environment holds now (after changing a range in pyproject.toml).
+constraints: $(STAMP)
+	{ sed -n '/^#/p' constraints.txt; $(VENV)/bin/pip freeze --exclude-editable; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
 
 # Builds (or reuses) the real control plane, then runs every test: offline core,
 # lint and layering contracts, and the live tests against kube-apiserver + etcd.

@@ -1,38 +1,127 @@
-"""The `kai` command: `kai simulate` (offline decisions on a snapshot) and `kai dev-cluster`."""
+"""The `kai` command: `kai simulate` (offline decisions on a snapshot) and the commands around it.
+
+Only `kai simulate` lives here; every other command is imported when it is run (`LAZY_COMMANDS`),
+so that the offline core starts without the Kubernetes client, cryptography or matplotlib, which
+come with the extras `kai[live]` and `kai[report]`.
+"""
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperCommand, TyperGroup
 
-from kai.admission.cli import admission as admission_command
+from kai import __version__
 from kai.api.errors import InvalidInput
 from kai.api.timeutil import parse_time
-from kai.cluster.cli import register as register_live
 from kai.console import Output, err, fail, load_config, read_yaml, warn
-from kai.devcluster.cli import app as devcluster_app
-from kai.podgrouper.controller_cli import podgrouper as podgrouper_command
-from kai.sim.trace_cli import simulate_trace, what_if
+
+# name -> (module, attribute: a command function or a Typer app, the one-line help `kai --help` shows)
+LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
+    "run": (
+        "kai.cluster.cli",
+        "run",
+        "Schedule every pod with schedulerName kai-scheduler on the cluster (the live scheduler).",
+    ),
+    "binder": ("kai.cluster.cli", "binder", "Bind pods as BindRequests ask (the binder alone, as KAI deploys it)."),
+    "podgrouper": (
+        "kai.podgrouper.controller_cli",
+        "podgrouper",
+        "Group pods into PodGroups by their workload (top owner), as KAI's podgrouper does.",
+    ),
+    "admission": (
+        "kai.admission.cli",
+        "admission",
+        "Serve the admission webhooks (GPU-sharing validation, GPU runtime class, Queue and PodGroup checks).",
+    ),
+    "simulate-trace": (
+        "kai.sim.trace_cli",
+        "simulate_trace",
+        "Replay a workload over virtual time through kai's own scheduling cycle and report what happened.",
+    ),
+    "what-if": (
+        "kai.sim.trace_cli",
+        "what_if",
+        "When would this job start on the cluster in the snapshot, and which running jobs would it displace?",
+    ),
+    "dev-cluster": ("kai.devcluster.cli", "app", "A throw-away control plane (etcd, kube-apiserver, KWOK GPU nodes)."),
+}
+
+
+# Packages of the extras (pyproject.toml): a command that needs a missing one says which extra to install.
+EXTRAS = {
+    "kubernetes": "live",
+    "urllib3": "live",
+    "prometheus_client": "live",
+    "cryptography": "live",
+    "matplotlib": "report",
+}
+
+
+def load_command(name: str) -> Any:
+    """The command behind lazy command `name`, importing its module now."""
+    module, attribute, _ = LAZY_COMMANDS[name]
+    target: Any = getattr(importlib.import_module(module), attribute)
+    holder = typer.Typer(pretty_exceptions_enable=False, add_completion=False)
+    if isinstance(target, typer.Typer):
+        holder.add_typer(target, name=name)
+    else:
+        holder.command(name)(target)
+    holder.command("-")(lambda: None)  # a second command, so that typer builds a group around the first
+    group = typer.main.get_command(holder)
+    assert isinstance(group, TyperGroup)
+    command = group.commands[name]
+    command.name = name
+    return command
+
+
+class LazyGroup(TyperGroup):
+    """The `kai` group: its own commands, then the lazy ones, listed by name and imported when run."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return [*LAZY_COMMANDS, *(name for name in super().list_commands(ctx) if name not in LAZY_COMMANDS)]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name in LAZY_COMMANDS:  # for listing only: name and help, nothing imported
+            return TyperCommand(cmd_name, help=LAZY_COMMANDS[cmd_name][2])
+        return super().get_command(ctx, cmd_name)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        if args and args[0] in LAZY_COMMANDS:
+            return args[0], load_command(args[0]), args[1:]
+        return super().resolve_command(ctx, args)
+
 
 app = typer.Typer(
+    cls=LazyGroup,
     help="kai: a scheduler for AI workloads on Kubernetes, compatible with KAI Scheduler.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-app.add_typer(devcluster_app, name="dev-cluster")
-register_live(app)  # kai run, kai binder
-app.command("podgrouper")(podgrouper_command)  # kai podgrouper
-app.command("admission")(admission_command)  # kai admission
-app.command("simulate-trace")(simulate_trace)  # kai simulate-trace: a workload over virtual time
-app.command("what-if")(what_if)  # kai what-if: when would this job start
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"kai {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _kai(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print kai's version and exit.")
+    ] = False,
+) -> None:
+    """kai: a scheduler for AI workloads on Kubernetes, compatible with KAI Scheduler."""
 
 
 @app.command()
@@ -75,6 +164,13 @@ def main() -> None:
         raise
     except KeyboardInterrupt:
         sys.exit(130)
+    except ModuleNotFoundError as exc:
+        extra = EXTRAS.get((exc.name or "").split(".")[0])
+        if extra is None or os.environ.get("KAI_DEBUG"):
+            raise
+        needs = f"this command needs {exc.name}, which comes with kai[{extra}]: pip install 'kai[{extra}]'"
+        err.print(f"[red]error:[/] {escape(needs)}", soft_wrap=True)
+        sys.exit(1)
     except Exception as exc:
         if os.environ.get("KAI_DEBUG"):
             raise

@@ -1,5 +1,5 @@
 """consolidation: move preemptible running pods to other nodes so that a pending job fits, only when
-every moved pod is placed again in the same cycle (section 5.2 of the behaviour note).
+every moved pod is placed again in the same cycle.
 
 Bounded by `maxNumberConsolidationPreemptees` victim jobs per pending job (0 turns the action off).
 """

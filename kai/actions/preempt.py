@@ -1,5 +1,5 @@
 """preempt: within one queue, a pending job evicts preemptible jobs of strictly lower priority
-(sections 4.7 and 5.4 of the behaviour note). Min-runtime protection and queue checks are hooks."""
+(see docs/differences.md for where kai differs). Min-runtime protection and queue checks are hooks."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """reclaim: a queue below its fair share takes back resources from queues above theirs, by evicting
-preemptible jobs of other queues (sections 4.6 and 5.3 of the behaviour note).
+preemptible jobs of other queues (see docs/differences.md for where kai differs).
 
 Who may reclaim, which queues may lose pods and which scenarios are fair are session hooks
 (proportion, minruntime); this action only picks preemptors and victims and runs the solver.

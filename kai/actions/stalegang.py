@@ -1,5 +1,5 @@
 """stalegangeviction: a running job below its minMember for longer than the grace period is evicted
-whole (section 5.6 of the behaviour note). The time comes from the snapshot (`ssn.now`) and the
+whole. The time comes from the snapshot (`ssn.now`) and the
 PodGroup's `kai.scheduler/stale-podgroup-timestamp` annotation, never from a clock."""
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ returns values: a list of :class:`~kai.api.errors.Problem` (empty = allowed) or 
 JSONPatch list (empty = nothing to change). No I/O, no client: the webhook server
 (`kai.admission.server`) is one adapter, the offline snapshot loader can be another.
 
-Rules (KAI's admission plugins, section 9 of the behaviour reference):
+Rules (KAI's admission plugins; where kai differs: kai/admission/NOTES.md):
 
 * pod, GPU sharing (only pods for the kai scheduler): with sharing disabled, no
   `gpu-fraction` / `gpu-memory`; a fraction must lie in (0, 1) and excludes

@@ -1,4 +1,4 @@
-"""The binder: carries out BindRequests (KAI's flow, section 9 of the behaviour note).
+"""The binder: carries out BindRequests (KAI's flow; see docs/deployment.md).
 
 For each BindRequest that is neither Succeeded nor Failed:
 

@@ -3,7 +3,7 @@
 :meth:`ClusterCache.view` turns the stores into the plain object dicts that
 ``kai.snapshot.builder.build_snapshot`` takes (the same builder ``kai simulate`` uses, so the
 live cycle and a simulation of a recorded snapshot decide the same thing), after applying
-KAI's BindRequest rules (section 1.2 of the behaviour note):
+KAI's BindRequest rules:
 
 * a pod with a non-failed BindRequest (or one the scheduler is creating right now) and no
   ``spec.nodeName`` is *Binding*: it is handed to

@@ -1,6 +1,6 @@
 """Prometheus metrics with KAI's names (prefix ``kai_``), and the HTTP endpoints of a live process.
 
-KAI's scheduler metrics (section 10 of the behaviour note), all in milliseconds:
+KAI's scheduler metrics (listed in docs/metrics.md), all in milliseconds:
 ``e2e_scheduling_latency_milliseconds``, ``open_session_latency_milliseconds``,
 ``close_session_latency_milliseconds``, ``action_scheduling_latency_milliseconds{action}`` (gauges
 of the last cycle); histograms ``task_scheduling_latency_milliseconds`` (pod creation ->

@@ -37,8 +37,8 @@ from kai.cycle import run_cycle
 from kai.framework.config import SchedulerConfig
 from kai.framework.decisions import Binding, Decisions, Eviction
 from kai.model import ClusterSnapshot
-from kai.sim.usage import UsageTracker
 from kai.snapshot.builder import build_snapshot
+from kai.usage import UsageTracker
 
 log = logging.getLogger("kai.cluster.scheduler")
 

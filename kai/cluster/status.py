@@ -1,6 +1,6 @@
 """The third port: status, conditions, annotations and events after each cycle, written only on change.
 
-What is written (section 10 of the behaviour note):
+What is written (KAI's status fields; where kai writes more: docs/differences.md):
 
 * **pods** of a pending pod group with a reason: condition ``PodScheduled=False``, reason
   ``Unschedulable``, the why-pending message (unless the PodGroup says

@@ -9,7 +9,7 @@ from kai.api.errors import Problem
 from kai.api.timeutil import parse_duration, parse_time
 
 DEFAULT_ACTIONS = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction")
-# KAI's operator defaults, in order (section 1.4 of the behaviour note).
+# KAI's operator defaults, in order.
 DEFAULT_PLUGINS = (
     "predicates",
     "proportion",
@@ -54,7 +54,7 @@ class SchedulerParams:
 
 @dataclass(frozen=True, slots=True)
 class UsageParams:
-    """`usageDBConfig.usageParams`: how queue usage history is weighed (time-based fair share, 4.3).
+    """`usageDBConfig.usageParams`: how queue usage history is weighed (time-based fair share).
     Durations in seconds, instants in epoch seconds; a half-life of 0 means no decay."""
 
     half_life_period: float = 0.0

@@ -4,7 +4,7 @@ Shared by every action that places pods (allocate, and the simulations inside
 reclaim, preempt and consolidation). Which nodes pass and how they rank is
 decided entirely by the hooks plugins registered.
 
-A gang is placed recursively over its sub-group tree (section 5.1, step 3): for the job's implicit root
+A gang is placed recursively over its sub-group tree: for the job's implicit root
 and then for every sub-group set, the SubsetNodes hooks (topology) split the node set chosen for the
 parent into ordered candidate node sets; each candidate is tried in turn (checkpoint, rollback on
 failure): child sub-group sets first (by name), then leaves (sub-group order), each leaf subset again by

@@ -1,4 +1,4 @@
-"""The victim solver shared by consolidation, reclaim and preempt (section 5.5 of the behaviour note).
+"""The victim solver shared by consolidation, reclaim and preempt (kai/actions/NOTES.md).
 
 For one pending job it looks for a small set of running pods whose eviction lets the job's gang
 start. Everything is simulated inside one Statement: victims are evicted, the job is placed (on the

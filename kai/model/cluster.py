@@ -29,8 +29,8 @@ class ClusterSnapshot:
     topologies: dict[str, TopologyInfo] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     # Time-based fair share: per queue, per resource (gpu, cpu, memory names of kai.model), the queue's
-    # historical usage as a fraction of the cluster's capacity over the usage window (section 4.3).
-    # Computed outside the core (kai.sim.usage); empty means no usage history (plain weights).
+    # historical usage as a fraction of the cluster's capacity over the usage window (kai/usage.py).
+    # Computed outside the core (kai.usage); empty means no usage history (plain weights).
     queue_usage: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def all_pods(self) -> list[PodInfo]:

@@ -1,5 +1,5 @@
 """minruntime: a job that started less than its queue's minimum runtime ago is not preempted or
-reclaimed (section 4.8 of the behaviour note).
+reclaimed.
 
 The minimum runtime comes from the Queue: `preemptMinRuntime` for preempt, `reclaimMinRuntime` for
 reclaim, inherited down the queue tree (the first value found walking up from the victim's queue),

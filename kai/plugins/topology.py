@@ -1,4 +1,4 @@
-"""topology: topology-aware scheduling (KAI's TAS plugin, section 6 of the behaviour note).
+"""topology: topology-aware scheduling (KAI's TAS plugin).
 
 A Topology object lists node labels from the highest level (block, zone) to the lowest (rack, host).
 Each session turns every topology a job refers to into per-level domain index arrays over the nodes

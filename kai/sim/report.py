@@ -9,7 +9,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from kai.model import CPU, GPU, MEMORY
 from kai.sim.simulate import SimulationResult, to_json_dict
+from kai.usage import snapshot_allocations
 
 
 def render_json(result: SimulationResult) -> str:
@@ -39,33 +41,41 @@ def _queue_rows(data: dict[str, Any], parents: dict[str, str]) -> list[tuple[str
 
 
 def render_table(result: SimulationResult, console: Console) -> None:
+    """The decisions for people. Unlike the JSON (queue figures as the last round's session opened),
+    the queue table shows what each queue holds once the last round's decisions are applied."""
     data = to_json_dict(result)
     assert result.final is not None
     parents = {name: q.parent for name, q in result.final.queues.items()}
+    after = snapshot_allocations(result.final)
+    when = f"after round {len(result.rounds)}"
 
-    queues = Table(title="Queues (GPUs: quota / fair share / allocated / requested)", title_justify="left")
+    queues = Table(
+        title=f"Queues (GPUs: quota / fair share in the last round / allocated {when} / requested)",
+        title_justify="left",
+    )
     for col in (
         "queue",
         "GPU quota",
         "GPU fair share",
-        "GPU allocated",
+        f"GPU allocated {when}",
         "GPU requested",
         "CPU fair share (cores)",
-        "CPU allocated (cores)",
-        "memory allocated (GB)",
+        f"CPU allocated {when} (cores)",
+        f"memory allocated {when} (GB)",
     ):
         queues.add_column(col, justify="left" if col == "queue" else "right")
     for name, depth in _queue_rows(data["queues"], parents):
         q = data["queues"][name]
+        held = after.get(name, {})
         queues.add_row(
             "  " * depth + escape(name),
             _num(q["deserved"]["gpu"]),
             _num(q["fairShare"]["gpu"]),
-            _num(q["allocated"]["gpu"]),
+            _num(round(held.get(GPU, 0.0), 6)),
             _num(q["requested"]["gpu"]),
             _num(q["fairShare"]["cpu"] / 1000),
-            _num(q["allocated"]["cpu"] / 1000),
-            _num(q["allocated"]["memory"] / 1000),
+            _num(round(held.get(CPU, 0.0) / 1000, 6)),
+            _num(round(held.get(MEMORY, 0.0) / 1e9, 6)),
         )
     console.print(queues)
 

@@ -18,7 +18,7 @@ nothing doubles that interval, up to `maxIdleCycleInterval`; any event resets it
 every cycle of the grid instead.
 
 Time-based fair share: when the scheduler config has `usageDBConfig`, the allocation history of
-the simulation itself feeds `kai.sim.usage`, refreshed every `fetchInterval`, and each cycle's
+the simulation itself feeds `kai.usage`, refreshed every `fetchInterval`, and each cycle's
 snapshot carries the resulting `queue_usage`.
 """
 
@@ -37,7 +37,7 @@ from kai.framework.config import SchedulerConfig
 from kai.framework.decisions import Decisions
 from kai.model import CPU, GPU, HOLDS_NODE, MEMORY, ClusterSnapshot, PodGroupInfo, PodInfo, PodStatus
 from kai.sim.simulate import apply_decisions
-from kai.sim.usage import UsageHistory
+from kai.usage import UsageHistory
 
 EPS = 1e-9
 RESOURCES = (GPU, CPU, MEMORY)

@@ -1,5 +1,5 @@
 """consolidation: move preemptible running pods so that a pending job fits, only when every moved pod
-is placed again in the same cycle (section 5.2)."""
+is placed again in the same cycle."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """minruntime: a job that started less than its queue's minimum runtime ago survives preempt and
-reclaim (section 4.8). NOW is 2026-01-01T00:00:00Z; "5 minutes ago" is 2025-12-31T23:55:00Z."""
+reclaim. NOW is 2026-01-01T00:00:00Z; "5 minutes ago" is 2025-12-31T23:55:00Z."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""preempt: within one queue, a pending job evicts preemptible jobs of strictly lower priority (4.7).
+"""preempt: within one queue, a pending job evicts preemptible jobs of strictly lower priority.
 
 Priority classes: train 50 (preemptible), build-preemptible 75, build 100 and inference 125
 (non-preemptible). A job's priority is its PodGroup's priorityClassName.

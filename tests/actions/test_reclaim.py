@@ -1,6 +1,6 @@
-"""reclaim: a queue below its fair share takes resources back from queues above theirs (section 4.6).
+"""reclaim: a queue below its fair share takes resources back from queues above theirs.
 
-Every expected result below is worked out by hand from the behaviour note; the arithmetic is in the
+Every expected result below is worked out by hand from KAI's reclaim rules; the arithmetic is in the
 comments. Queues are GPU-only (CPU and memory unlimited) unless a test says otherwise.
 """
 

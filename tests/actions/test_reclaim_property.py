@@ -1,5 +1,5 @@
 """Property: over random clusters (flat, or two leaves under one parent), one cycle never reclaims from
-a leaf queue that was below its deserved quota when the cycle began (section 4.6: a victim queue must
+a leaf queue that was below its deserved quota when the cycle began (a victim queue must
 stay above its allocatable share, which is at least its deserved quota, or above its deserved quota
 itself; kai also keeps a queue that started the cycle within its quota whole for that cycle)."""
 

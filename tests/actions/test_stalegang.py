@@ -1,5 +1,5 @@
 """stalegangeviction: a running job below its minMember for longer than the grace period is evicted
-whole (section 5.6). Time is the snapshot's `now`; the stale instant is the PodGroup annotation
+whole. Time is the snapshot's `now`; the stale instant is the PodGroup annotation
 `kai.scheduler/stale-podgroup-timestamp`, which the cycle writes back."""
 
 from __future__ import annotations

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ from kubernetes.client.exceptions import ApiException
 from kai.devcluster.live import LiveCluster
 
 REPO = Path(__file__).resolve().parents[2]
-KAI_EXAMPLES = REPO.parent / "shared" / "kai-examples"
+KAI_EXAMPLES = REPO / "examples" / "kai"
 MANIFESTS = Path(__file__).resolve().parent / "manifests"
 
 QUEUE = ("scheduling.run.ai", "v2", "queues")
@@ -33,16 +32,6 @@ def _ns(kind: tuple[str, str, str], namespace: str) -> tuple[str, str, str, str]
 
 def _docs(path: Path) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
-
-
-def _kai_example(name: str) -> Path:
-    path = KAI_EXAMPLES / name
-    if not path.exists():
-        message = f"KAI example {path} not found (shared/ should sit beside the repository)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
 
 
 def _queue(name: str, resources: dict[str, Any]) -> dict[str, Any]:
@@ -121,13 +110,13 @@ def test_queue_numbers_may_be_fractional_and_negative(live_cluster: LiveCluster)
 @pytest.mark.parametrize(
     "example",
     [
-        "docs__quickstart__default-queues.yaml",
-        "docs__priority__example__limited-queue.yaml",
-        "examples__time-based-fairshare__two-queue-oscillation__queues.yaml",
+        "quickstart/default-queues.yaml",
+        "priority/limited-queue.yaml",
+        "time-based-fairshare/queues.yaml",
     ],
 )
 def test_kai_queue_examples_are_accepted_unchanged(live_cluster: LiveCluster, example: str) -> None:
-    docs = _docs(_kai_example(example))
+    docs = _docs(KAI_EXAMPLES / example)
     names = [d["metadata"]["name"] for d in docs]
     try:
         for doc in docs:

@@ -1,4 +1,4 @@
-"""Fair-share division, worked out by hand from section 4.2 of the behaviour note."""
+"""Fair-share division, worked out by hand from KAI's division rules."""
 
 from __future__ import annotations
 

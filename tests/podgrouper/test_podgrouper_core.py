@@ -1,6 +1,6 @@
 """Kubernetes' own workloads: bare Pod, Spark, batch Job, CronJob, Deployment, StatefulSet, ReplicaSet, unknown kinds.
 
-Expected PodGroups are written out from the rules of the behaviour reference (section 8).
+Expected PodGroups are written out from KAI's podgrouper rules (kai/podgrouper/NOTES.md for where kai differs).
 """
 
 from __future__ import annotations

@@ -1,15 +1,21 @@
-"""KAI's own example workloads (shared/kai-examples): the pods their controllers create, and their PodGroups."""
+"""The KAI-format example workloads (examples/kai/): the pods their controllers create, and their PodGroups."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from podgrouper_fixtures import KAI_EXAMPLES, admitted, kai_example, owner_ref, pod_from_template
+from podgrouper_fixtures import (
+    admitted,
+    kai_example,
+    owner_ref,
+    pod_from_template,
+    pytorch_pods,
+    ray_cluster_of,
+    ray_pods,
+)
 
 from kai.podgrouper import OwnerChain, PodGroupMetadata, group_pod
-
-pytestmark = pytest.mark.skipif(not KAI_EXAMPLES.is_dir(), reason="shared/kai-examples is not beside the repo")
 
 
 def only(file_name: str) -> dict[str, Any]:
@@ -18,23 +24,23 @@ def only(file_name: str) -> dict[str, Any]:
 
 
 def test_batch_job_example_is_one_podgroup_of_independent_pods() -> None:
-    job = admitted(only("docs__batch__batch-job.yaml"), "0b7c9a10-0000-4000-8000-000000000001")
+    job = admitted(only("batch/job.yaml"), "0b7c9a10-0000-4000-8000-000000000001")
     template = job["spec"]["template"]
     pods = [
         pod_from_template(
             job,
             template,
-            f"batch-job-{suffix}",
+            f"nightly-eval-{suffix}",
             f"0b7c9a10-0000-4000-8000-00000000010{i}",
-            {"job-name": "batch-job", "batch.kubernetes.io/job-name": "batch-job"},
+            {"job-name": "nightly-eval", "batch.kubernetes.io/job-name": "nightly-eval"},
         )
-        for i, suffix in enumerate(["2xk8f", "m9q4t"])
+        for i, suffix in enumerate(["2xk8f", "m9q4t", "p7w3z"])
     ]
 
     groups = [group_pod(OwnerChain(pod, [job])) for pod in pods]
 
     for metadata in groups:
-        assert metadata.to_manifest()["metadata"]["name"] == "pg-batch-job-0b7c9a10-0000-4000-8000-000000000001"
+        assert metadata.to_manifest()["metadata"]["name"] == "pg-nightly-eval-0b7c9a10-0000-4000-8000-000000000001"
         assert metadata.to_manifest()["spec"] == {
             "minMember": 1,
             "queue": "default-queue",
@@ -43,121 +49,81 @@ def test_batch_job_example_is_one_podgroup_of_independent_pods() -> None:
         assert metadata.owner.kind == "Job"
 
 
-def pytorch_pods(job: dict[str, Any], replica_type: str, count: int, uid_base: str) -> list[dict[str, Any]]:
-    """The pods the Kubeflow training operator creates for one replica type."""
-    name = job["metadata"]["name"]
-    template = job["spec"]["pytorchReplicaSpecs"][replica_type]["template"]
-    role = replica_type.lower()
-    labels = {
-        "training.kubeflow.org/job-name": name,
-        "training.kubeflow.org/operator-name": "pytorchjob-controller",
-        "training.kubeflow.org/replica-type": role,
-    }
-    pods = []
-    for index in range(count):
-        pod_labels = {**labels, "training.kubeflow.org/replica-index": str(index)}
-        if role == "master":
-            pod_labels["training.kubeflow.org/job-role"] = "master"
-        pods.append(pod_from_template(job, template, f"{name}-{role}-{index}", f"{uid_base}{index}", pod_labels))
-    return pods
-
-
 def test_pytorch_job_example_is_a_gang_of_master_and_workers() -> None:
-    job = admitted(only("docs__batch__pytorch-job.yaml"), "1c8d0b21-0000-4000-8000-000000000001")
+    job = admitted(only("batch/pytorch-job.yaml"), "1c8d0b21-0000-4000-8000-000000000001")
     master = pytorch_pods(job, "Master", 1, "1c8d0b21-0000-4000-8000-00000000020")
-    workers = pytorch_pods(job, "Worker", 2, "1c8d0b21-0000-4000-8000-00000000030")
+    workers = pytorch_pods(job, "Worker", 3, "1c8d0b21-0000-4000-8000-00000000030")
 
     results = {pod["metadata"]["name"]: group_pod(OwnerChain(pod, [job])) for pod in master + workers}
 
     expected_spec = {
-        "minMember": 3,
+        "minMember": 4,
         "queue": "default-queue",
         "priorityClassName": "train",
-        "subGroups": [{"name": "master", "minMember": 1}, {"name": "worker", "minMember": 2}],
+        "subGroups": [{"name": "master", "minMember": 1}, {"name": "worker", "minMember": 3}],
     }
     for metadata in results.values():
         manifest = metadata.to_manifest()
-        assert manifest["metadata"]["name"] == "pg-pytorch-dist-mnist-nccl-1c8d0b21-0000-4000-8000-000000000001"
+        assert manifest["metadata"]["name"] == "pg-mnist-ddp-1c8d0b21-0000-4000-8000-000000000001"
         assert manifest["metadata"]["labels"] == {"kai.scheduler/queue": "default-queue"}
         assert manifest["spec"] == expected_spec
-    assert results["pytorch-dist-mnist-nccl-master-0"].pod_subgroup == "master"
-    assert results["pytorch-dist-mnist-nccl-worker-1"].pod_patch()["metadata"]["labels"] == {
-        "kai.scheduler/subgroup-name": "worker"
-    }
+    assert results["mnist-ddp-master-0"].pod_subgroup == "master"
+    assert results["mnist-ddp-worker-2"].pod_patch()["metadata"]["labels"] == {"kai.scheduler/subgroup-name": "worker"}
 
 
 def test_elastic_pytorch_job_example_needs_only_min_replicas() -> None:
-    job = admitted(only("docs__elastic__pytorch-elastic.yaml"), "2d9e1c32-0000-4000-8000-000000000001")
-    workers = pytorch_pods(job, "Worker", 2, "2d9e1c32-0000-4000-8000-00000000030")
+    job = admitted(only("elastic/pytorch-elastic.yaml"), "2d9e1c32-0000-4000-8000-000000000001")
+    workers = pytorch_pods(job, "Worker", 3, "2d9e1c32-0000-4000-8000-00000000030")
 
     for pod in workers:
         metadata = group_pod(OwnerChain(pod, [job]))
-        assert metadata.name == "pg-elastic-example-imagenet-2d9e1c32-0000-4000-8000-000000000001"
-        assert metadata.min_member == 1
-        assert metadata.to_manifest()["spec"]["subGroups"] == [{"name": "worker", "minMember": 1}]
+        assert metadata.name == "pg-elastic-resnet-2d9e1c32-0000-4000-8000-000000000001"
+        assert metadata.min_member == 2  # elasticPolicy.minReplicas, not the 3 replicas
+        assert metadata.to_manifest()["spec"]["subGroups"] == [{"name": "worker", "minMember": 2}]
         assert metadata.pod_subgroup == "worker"
 
 
 def test_ray_job_example_gangs_the_head_and_min_replicas_workers() -> None:
-    ray_job = admitted(only("examples__ray__ray-job.yaml"), "3e0f2d43-0000-4000-8000-000000000001")
-    cluster_name = "rayjob-sample-x8m2k"
-    ray_job["status"] = {"rayClusterName": cluster_name, "jobDeploymentStatus": "Initializing"}
-    cluster = {
-        "apiVersion": "ray.io/v1",
-        "kind": "RayCluster",
-        "metadata": {
-            "name": cluster_name,
-            "namespace": "default",
-            "uid": "3e0f2d43-0000-4000-8000-000000000002",
-            "labels": {"ray.io/originated-from-crd": "RayJob", "ray.io/originated-from-cr-name": "rayjob-sample"},
-            "ownerReferences": [owner_ref(ray_job)],
-        },
-        "spec": ray_job["spec"]["rayClusterSpec"],
-    }
-    head = pod_from_template(
-        cluster,
-        cluster["spec"]["headGroupSpec"]["template"],
-        f"{cluster_name}-head",
-        "3e0f2d43-0000-4000-8000-000000000003",
-        {"ray.io/cluster": cluster_name, "ray.io/group": "headgroup", "ray.io/node-type": "head"},
-    )
-    worker = pod_from_template(
-        cluster,
-        cluster["spec"]["workerGroupSpecs"][0]["template"],
-        f"{cluster_name}-gpu-workers-worker-7v2lq",
-        "3e0f2d43-0000-4000-8000-000000000004",
-        {"ray.io/cluster": cluster_name, "ray.io/group": "gpu-workers", "ray.io/node-type": "worker"},
-    )
+    ray_job = admitted(only("ray/ray-job.yaml"), "3e0f2d43-0000-4000-8000-000000000001")
+    cluster = ray_cluster_of(ray_job, "ray-tune-x8m2k", "3e0f2d43-0000-4000-8000-000000000002")
+    pods = ray_pods(cluster, "3e0f2d43-0000-4000-8000-00000000010")
+    assert [pod["metadata"]["name"] for pod in pods] == [
+        "ray-tune-x8m2k-head",
+        "ray-tune-x8m2k-gpu-group-worker-0",
+        "ray-tune-x8m2k-gpu-group-worker-1",
+        "ray-tune-x8m2k-gpu-group-worker-2",
+    ]
 
     results: dict[str, PodGroupMetadata] = {}
-    for pod in (head, worker):
+    for pod in pods:
         results[pod["metadata"]["name"]] = group_pod(OwnerChain(pod, [cluster, ray_job]))
 
     for metadata in results.values():
         manifest = metadata.to_manifest()
-        assert manifest["metadata"]["name"] == "pg-rayjob-sample-3e0f2d43-0000-4000-8000-000000000001"
+        assert manifest["metadata"]["name"] == "pg-ray-tune-3e0f2d43-0000-4000-8000-000000000001"
         assert manifest["metadata"]["ownerReferences"][0]["kind"] == "RayJob"
         assert manifest["spec"] == {
-            "minMember": 2,
+            "minMember": 3,  # the head + minReplicas (2) of the 3 workers
             "queue": "default-queue",
             "priorityClassName": "train",
-            "subGroups": [{"name": "headgroup", "minMember": 1}, {"name": "gpu-workers", "minMember": 1}],
+            "subGroups": [{"name": "headgroup", "minMember": 1}, {"name": "gpu-group", "minMember": 2}],
         }
-    assert results[f"{cluster_name}-head"].pod_subgroup == "headgroup"
-    assert results[f"{cluster_name}-gpu-workers-worker-7v2lq"].pod_subgroup == "gpu-workers"
+    assert results["ray-tune-x8m2k-head"].pod_subgroup == "headgroup"
+    assert results["ray-tune-x8m2k-gpu-group-worker-1"].pod_subgroup == "gpu-group"
 
 
 @pytest.mark.parametrize(
     ("file_name", "priority_class", "queue"),
     [
-        ("docs__quickstart__pods__cpu-only-pod.yaml", "train", "default-queue"),
-        ("docs__quickstart__pods__gpu-pod.yaml", "train", "default-queue"),
-        ("docs__priority__example__build-priority-pod.yaml", "build", "default-queue"),
-        ("docs__priority__example__train-priority-pod.yaml", "train", "default-queue"),
-        ("docs__gpu-sharing__gpu-sharing.yaml", "train", "default-queue"),
-        ("docs__gpu-sharing__gpu-memory.yaml", "train", "default-queue"),
-        ("docs__gpu-sharing__gpu-sharing-init-container.yaml", "train", "default-queue"),
-        ("docs__gpu-sharing__gpu-sharing-non-default-container.yaml", "train", "default-queue"),
+        ("quickstart/cpu-pod.yaml", "train", "default-queue"),
+        ("quickstart/gpu-pod.yaml", "train", "default-queue"),
+        ("priority/build-pod.yaml", "build", "team"),
+        ("priority/train-pod.yaml", "train", "team"),
+        ("gpu-sharing/gpu-fraction.yaml", "train", "default-queue"),
+        ("gpu-sharing/gpu-memory.yaml", "train", "default-queue"),
+        ("gpu-sharing/gpu-fraction-init-container.yaml", "train", "default-queue"),
+        ("gpu-sharing/gpu-fraction-named-container.yaml", "train", "default-queue"),
+        ("gpu-sharing/gpu-fraction-mps.yaml", "train", "default-queue"),
     ],
 )
 def test_bare_pod_examples_get_a_podgroup_each(file_name: str, priority_class: str, queue: str) -> None:
@@ -174,18 +140,17 @@ def test_bare_pod_examples_get_a_podgroup_each(file_name: str, priority_class: s
 
 
 def test_time_based_fairshare_example_pods_go_to_their_team_queues() -> None:
-    pods = kai_example("examples__time-based-fairshare__two-queue-oscillation__jobs.yaml")
+    pods = kai_example("time-based-fairshare/jobs.yaml")
     queues = {}
     for index, pod in enumerate(pods):
         pod = admitted(pod, f"5a2b4f65-0000-4000-8000-00000000000{index}", namespace="workloads")
         queues[pod["metadata"]["name"]] = group_pod(OwnerChain(pod)).queue
 
-    assert set(queues.values()) == {"team-a", "team-b"}
-    assert all(queue == name.split("-training")[0] for name, queue in queues.items())
+    assert queues == {"team-x-sweep": "team-x", "team-y-sweep": "team-y"}
 
 
 def test_deployment_built_from_the_gpu_pod_example_groups_each_replica() -> None:
-    gpu_pod = only("docs__quickstart__pods__gpu-pod.yaml")
+    gpu_pod = only("quickstart/gpu-pod.yaml")
     deployment = admitted(
         {
             "apiVersion": "apps/v1",

@@ -1,4 +1,4 @@
-"""Queue usage history (time-based fair share, section 4.3): windows and half-life decay, checked by hand,
+"""Queue usage history (time-based fair share): windows and half-life decay, checked by hand,
 and the usageDBConfig section of the scheduler configuration."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from kai.cycle import known_actions
 from kai.framework.config import UsageParams, parse_config
 from kai.model import CPU, GPU, MEMORY
-from kai.sim.usage import UsageHistory, window_start
+from kai.usage import UsageHistory, window_start
 
 CAP = {GPU: 8.0, CPU: 64000.0, MEMORY: 1e12}
 
@@ -127,8 +127,8 @@ def test_bad_usage_params_name_the_field() -> None:
 def test_usage_tracker_feeds_time_based_fair_share_from_snapshots(tmp_path: Path) -> None:
     """The live scheduler's path: observe each cycle's snapshot, read usage back (no Prometheus)."""
     from kai.api.timeutil import parse_time
-    from kai.sim.usage import UsageTracker
     from kai.snapshot.loader import load_snapshot
+    from kai.usage import UsageTracker
     from tests.scenario import NOW, node, pod, podgroup, queue, write
 
     t0 = parse_time(NOW)

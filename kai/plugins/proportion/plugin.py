@@ -222,7 +222,7 @@ class ProportionPlugin:
         return max(a / c if c > 0 else a * 1000.0 for a, c in zip(allocated, allocatable, strict=True))
 
     def queue_order_key(self, queue: QueueInfo, job: PodGroupInfo) -> tuple[Any, ...]:
-        """Section 4.4's rules as a sort key (cached until the queue's allocation or the job changes)."""
+        """KAI's queue order as a sort key (cached until the queue's allocation or the job changes)."""
         cached = self._order_keys.get(queue.name)
         if cached is not None and cached[0] == job.key:
             return cached[1]
@@ -265,7 +265,7 @@ class ProportionPlugin:
 
     # -- capacity checks ----------------------------------------------------------------------
     def check_capacity(self, job: PodGroupInfo, tasks: list[PodInfo]) -> Status:
-        """Section 4.5: limits at the leaf and every ancestor; non-preemptible jobs within deserved quota."""
+        """Capacity: limits at the leaf and every ancestor; non-preemptible jobs within deserved quota."""
         request = sum((self.queue_vector(t) for t in tasks), np.zeros(3))
         path = self._path(job.queue)
         over = _first_over(path, request, "limit", "allocated")

@@ -1,4 +1,4 @@
-"""proportion's eviction policy (sections 4.6 and 4.7): who may reclaim, which queues may lose pods,
+"""proportion's eviction policy (reclaim and preempt): who may reclaim, which queues may lose pods,
 the two reclaim strategies compared where the two queues' paths diverge, the saturation-ratio rule,
 and the queue checks every evicting action's scenario must pass afterwards.
 

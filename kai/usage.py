@@ -1,4 +1,4 @@
-"""Queue usage history for time-based fair share (section 4.3 of the behaviour note).
+"""Queue usage history for time-based fair share.
 
 A record of each queue's allocation over time and of the cluster's capacity, both as step
 functions, and the usage one cycle sees: for each queue and resource,
