@@ -35,7 +35,7 @@ controlplane: $(STAMP)
 	$(PY) -m kai.devcluster.build --for-tests
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check kai tests bench
+	$(VENV)/bin/ruff check kai tests bench tools
 	$(VENV)/bin/lint-imports
 
 bench: $(STAMP)
