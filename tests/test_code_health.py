@@ -15,7 +15,11 @@ BIN = Path(sys.executable).parent
 
 def test_ruff_is_clean() -> None:
     done = subprocess.run(
-        [str(BIN / "ruff"), "check", "kai", "tests", "bench", "tools"], cwd=ROOT, capture_output=True, text=True, check=False
+        [str(BIN / "ruff"), "check", "kai", "tests", "bench", "tools"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
 
