@@ -14,6 +14,7 @@ from kai.model.pod import (
     SelectorRequirement,
     Taint,
     Toleration,
+    mig_compute,
 )
 from kai.model.podgroup import DEFAULT_SUBGROUP, PodGroupInfo, SubGroupInfo, TopologyConstraint
 from kai.model.queue import UNLIMITED, QueueInfo, QueueResource
@@ -48,4 +49,5 @@ __all__ = [
     "Toleration",
     "TopologyConstraint",
     "TopologyInfo",
+    "mig_compute",
 ]

@@ -24,6 +24,7 @@ from kai.model import (
     GPU,
     MEMORY,
     PODS,
+    UNLIMITED,
     ClusterSnapshot,
     GpuRequest,
     NodeInfo,
@@ -284,39 +285,15 @@ class SnapshotBuilder:
                 self._problem("Queue", obj, f"spec.resources.{key}", "must be a map with quota, overQuotaWeight, limit")
                 ok = False
                 continue
-            values: dict[str, float] = {}
-            for fld, default in (("quota", 0.0), ("overQuotaWeight", 1.0), ("limit", -1.0)):
-                raw = section.get(fld)
-                if raw is None:
-                    values[fld] = default
-                    continue
-                if isinstance(raw, bool) or not isinstance(raw, int | float):
-                    self._problem("Queue", obj, f"spec.resources.{key}.{fld}", f"must be a number, got {raw!r}")
-                    ok = False
-                    continue
-                number = float(raw)
-                if fld == "overQuotaWeight" and number < 0:
-                    self._problem("Queue", obj, f"spec.resources.{key}.{fld}", f"must not be negative, got {raw}")
-                    ok = False
-                elif fld != "overQuotaWeight" and number < 0 and number != -1:
-                    self._problem(
-                        "Queue", obj, f"spec.resources.{key}.{fld}", f"must be -1 (unlimited) or at least 0, got {raw}"
-                    )
-                    ok = False
-                values[fld] = number
-            if not ok:
-                continue
-            quota, limit = values["quota"], values["limit"]
-            if limit != -1 and quota != -1 and quota > limit:
-                self._problem(
-                    "Queue", obj, f"spec.resources.{key}.quota", f"({quota:g}) is larger than the limit ({limit:g})"
-                )
+            values = self._queue_numbers(obj, key, section)
+            if values is None:
                 ok = False
                 continue
+            quota, limit = values["quota"], values["limit"]
             resources[resource] = QueueResource(
-                quota=quota * scale if quota != -1 else -1.0,
+                quota=quota * scale if quota != UNLIMITED else UNLIMITED,
                 over_quota_weight=values["overQuotaWeight"],
-                limit=limit * scale if limit != -1 else -1.0,
+                limit=limit * scale if limit != UNLIMITED else UNLIMITED,
             )
         runtimes: dict[str, float | None] = {}
         for fld in ("preemptMinRuntime", "reclaimMinRuntime"):
@@ -341,6 +318,48 @@ class SnapshotBuilder:
             preempt_min_runtime=runtimes["preemptMinRuntime"],
             reclaim_min_runtime=runtimes["reclaimMinRuntime"],
         )
+
+    def _queue_numbers(self, obj: dict[str, Any], key: str, section: dict[str, Any]) -> dict[str, float] | None:
+        """quota, overQuotaWeight and limit of one resource, as KAI reads them: any finite number (the CRD
+        says `type: number`), used as given. Only -1 means unlimited; the merely odd gets a warning."""
+        name = obj["metadata"]["name"]
+        values: dict[str, float] = {}
+        ok = True
+        for fld, default in (("quota", 0.0), ("overQuotaWeight", 1.0), ("limit", UNLIMITED)):
+            raw = section.get(fld)
+            where = f"spec.resources.{key}.{fld}"
+            if raw is None:
+                values[fld] = default
+            elif isinstance(raw, bool) or not isinstance(raw, int | float):
+                self._problem("Queue", obj, where, f"must be a number, got {raw!r}")
+                ok = False
+            elif not math.isfinite(raw):
+                self._problem("Queue", obj, where, f"must be a finite number, got {raw!r}")
+                ok = False
+            else:
+                values[fld] = float(raw)
+        if not ok:
+            return None
+        quota, weight, limit = values["quota"], values["overQuotaWeight"], values["limit"]
+        prefix = f"Queue {name}: spec.resources.{key}"
+        if weight < 0:
+            self.warnings.append(
+                f"{prefix}.overQuotaWeight: {weight:g} is negative: used as given, as KAI does (sibling weights are "
+                "divided by their sum, so a negative weight can leave the surplus to no one or to one queue alone)"
+            )
+        if quota < 0 and quota != UNLIMITED:
+            self.warnings.append(
+                f"{prefix}.quota: {quota:g} is negative and not -1 (unlimited): used as given, as KAI does "
+                "(the queue's share starts below zero and its siblings divide the difference)"
+            )
+        if limit < 0 and limit != UNLIMITED:
+            self.warnings.append(
+                f"{prefix}.limit: {limit:g} is negative and not -1 (unlimited): nothing that asks for {key} "
+                "can run in this queue, as with a limit of 0 (as in KAI)"
+            )
+        elif limit != UNLIMITED and quota != UNLIMITED and quota > limit:
+            self.warnings.append(f"{prefix}.quota: {quota:g} is above the limit ({limit:g}): the limit wins, as in KAI")
+        return values
 
     def _timestamp(self, kind: str, obj: dict[str, Any], fld: str = "creationTimestamp") -> float | None:
         raw = (obj.get("metadata") or {}).get(fld)
