@@ -363,6 +363,7 @@ def _plugins(r: _Reader, raw: dict[Any, Any], built: Collection[str]) -> tuple[t
         return default, []
     collected: list[PluginOption] = []
     not_built: list[str] = []
+    problems_before = len(r.problems)
     for t_index, tier in enumerate(tiers):
         where = f"tiers[{t_index}]"
         if not isinstance(tier, dict):
@@ -397,7 +398,7 @@ def _plugins(r: _Reader, raw: dict[Any, Any], built: Collection[str]) -> tuple[t
                     f"{where}.plugins[{p_index}]",
                     f"plugin {option.name!r} is not a KAI plugin: skipped, as KAI does{hint}",
                 )
-    if "proportion" not in {o.name for o in collected}:
+    if "proportion" not in {o.name for o in collected} and len(r.problems) == problems_before:
         r.warn("tiers", "no proportion plugin: queue quotas, limits and fair share are off (as in KAI)")
     return tuple(collected), not_built
 
