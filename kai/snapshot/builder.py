@@ -21,6 +21,7 @@ from kai.api.timeutil import parse_duration, parse_time
 from kai.model import (
     CPU,
     DEFAULT_SUBGROUP,
+    DYNAMIC_RESOURCE_ALLOCATION,
     GPU,
     MEMORY,
     PODS,
@@ -41,6 +42,8 @@ from kai.model import (
     Toleration,
     TopologyConstraint,
     TopologyInfo,
+    UnsupportedUse,
+    unsupported_warnings,
 )
 
 MB = 1_000_000.0
@@ -127,7 +130,7 @@ class SnapshotBuilder:
         snapshot.topologies = self._topologies()
         snapshot.queues = self._queues()
         self._podgroups_and_pods(snapshot)
-        snapshot.warnings = self.warnings
+        snapshot.warnings = self.warnings + unsupported_warnings(snapshot.unsupported)
         return BuildResult(snapshot, self.problems)
 
     # -- nodes --------------------------------------------------------------------------------
@@ -422,6 +425,10 @@ class SnapshotBuilder:
             if pod.scheduler_name != self.scheduler_name:
                 snapshot.foreign_pods.append(pod)
                 continue
+            claims = self._resource_claims(obj)
+            if claims:
+                use = UnsupportedUse(DYNAMIC_RESOURCE_ALLOCATION, "Pod", pod.key, "spec.resourceClaims", claims)
+                snapshot.unsupported.append(use)
             self._attach(obj, pod, groups, snapshot.queues)
         snapshot.podgroups = {k: groups[k] for k in sorted(groups)}
 
@@ -650,6 +657,21 @@ class SnapshotBuilder:
             priority_class_name=str(spec.get("priorityClassName") or ""),
             raw=obj,
         )
+
+    @staticmethod
+    def _resource_claims(obj: dict[str, Any]) -> str:
+        """`spec.resourceClaims` of a pod (Dynamic Resource Allocation) for messages: "" when it has none."""
+        claims = (obj.get("spec") or {}).get("resourceClaims")
+        if not isinstance(claims, list) or not claims:
+            return ""
+        parts = []
+        for claim in claims:
+            if not isinstance(claim, dict):
+                continue
+            source = claim.get("resourceClaimName") or claim.get("resourceClaimTemplateName")
+            kind = "ResourceClaim" if claim.get("resourceClaimName") else "ResourceClaimTemplate"
+            parts.append(f"{claim.get('name')} ({kind} {source})" if source else str(claim.get("name")))
+        return ", ".join(parts)
 
     def _pod_status(self, obj: dict[str, Any], spec: dict[str, Any], status: dict[str, Any]) -> PodStatus | None:
         phase = status.get("phase") or "Pending"
