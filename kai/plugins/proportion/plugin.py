@@ -346,8 +346,11 @@ class ProportionPlugin:
         def quota(vec: np.ndarray) -> dict[str, float]:
             return {k: (-1.0 if vec[i] < 0 else v) for i, (k, v) in enumerate(units(vec).items())}
 
+        # A fair share below zero (a negative quota or limit other than -1) is reported as 0, as KAI shows it.
         return {
-            name: QueueReport(units(a.fair_share), units(a.allocated), quota(a.deserved), units(a.request))
+            name: QueueReport(
+                units(np.maximum(a.fair_share, 0.0)), units(a.allocated), quota(a.deserved), units(a.request)
+            )
             for name, a in sorted(self.attrs.items())
         }
 
