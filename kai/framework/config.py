@@ -190,8 +190,8 @@ def _string(value: Any) -> str:
 
 
 def _name(value: Any) -> str:
-    text = _string(value).strip()
-    if not text:
+    text = _string(value)
+    if not text.strip():
         raise _Bad("must not be empty")
     return text
 

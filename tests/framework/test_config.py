@@ -233,6 +233,16 @@ def test_naming_every_kai_plugin_warns_exactly_for_those_not_registered() -> Non
     assert not any("is not a KAI plugin" in w for w in warnings)
 
 
+def test_kai_operator_defaults_are_kai_plugins() -> None:
+    assert set(DEFAULT_PLUGINS) <= set(KAI_PLUGINS)
+
+
+def test_a_plugin_name_is_taken_as_written() -> None:
+    _, problems, warnings = parse({"tiers": [{"plugins": [{"name": "proportion"}, {"name": "predicates "}]}]})
+    assert problems == []
+    assert any("plugin 'predicates ' is not a KAI plugin" in w and "did you mean 'predicates'" in w for w in warnings)
+
+
 def test_the_default_configuration_warns_about_nothing() -> None:
     config, problems, warnings = parse(None)
     assert problems == [] and warnings == [] and config.not_built == ()
