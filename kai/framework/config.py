@@ -69,7 +69,7 @@ KAI_PLUGINS: dict[str, str] = {
     "dynamicresources": "Dynamic Resource Allocation (pod resource claims)",
     "minruntime": "minimum runtime before preemption and reclaim",
     "topology": "topology-aware placement",
-    "snapshot": "the /get-snapshot debugging endpoint (kai's live scheduler serves /snapshot instead)",
+    "snapshot": "the /get-snapshot debugging endpoint; kai's live scheduler serves /snapshot instead",
     "gpupack": "packs shared GPUs",
     "gpuspread": "spreads over GPUs",
     "nodeplacement": "binpack or spread over nodes",
@@ -389,7 +389,7 @@ def _plugins(r: _Reader, raw: dict[Any, Any], built: Collection[str]) -> tuple[t
                 not_built.append(option.name)
                 r.warn(
                     f"{where}.plugins[{p_index}]",
-                    f"plugin {option.name!r} ({KAI_PLUGINS[option.name]}) is not built in kai yet: skipped",
+                    f"plugin {option.name!r} is not built in kai yet: skipped (in KAI: {KAI_PLUGINS[option.name]})",
                 )
             else:
                 close = difflib.get_close_matches(option.name, sorted(KAI_PLUGINS), n=1)
@@ -516,8 +516,14 @@ def _usage_db(raw: Any, r: _Reader) -> UsageDBConfig | None:
     connection = ""
     if raw.get("connectionString") is not None:
         connection = r.read("usageDBConfig.connectionString", raw["connectionString"], _string) or ""
+    for key in raw:
+        if key not in ("clientType", "connectionString", "usageParams"):
+            r.warn("usageDBConfig", f"field {key!r} is not read by kai: ignored")
     values: dict[str, Any] = {}
     usage = r.mapping("usageDBConfig.usageParams", raw.get("usageParams"), "parameter names to values")
+    for key in usage:
+        if key not in (*_USAGE_DURATIONS, "windowType", "tumblingWindowStartTime"):
+            r.warn("usageDBConfig.usageParams", f"field {key!r} is not read by kai: ignored")
     for key, attr in _USAGE_DURATIONS.items():
         if usage.get(key) is None:
             continue

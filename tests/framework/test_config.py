@@ -216,7 +216,8 @@ def test_a_kai_plugin_that_kai_lacks_is_a_not_built_warning_derived_from_the_reg
     config, problems, warnings = parse(raw, built)
     assert problems == [] and config.not_built == ("elastic",)
     assert warnings == [
-        "config c.yaml: tiers[0].plugins[1]: plugin 'elastic' (job order by minMember) is not built in kai yet: skipped"
+        "config c.yaml: tiers[0].plugins[1]: plugin 'elastic' is not built in kai yet: skipped "
+        "(in KAI: job order by minMember)"
     ]
     # Registered: no warning at all.
     config, _, warnings = parse(raw, built | {"elastic"})
