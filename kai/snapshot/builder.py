@@ -17,6 +17,7 @@ from kai.api import keys
 from kai.api.errors import Problem
 from kai.api.gpusharing import parse_gpu_sharing
 from kai.api.quantity import QuantityError, as_float, cpu_millis
+from kai.api.queuevalues import odd_queue_values
 from kai.api.timeutil import parse_duration, parse_time
 from kai.model import (
     CPU,
@@ -343,25 +344,8 @@ class SnapshotBuilder:
                 values[fld] = float(raw)
         if not ok:
             return None
-        quota, weight, limit = values["quota"], values["overQuotaWeight"], values["limit"]
-        prefix = f"Queue {name}: spec.resources.{key}"
-        if weight < 0:
-            self.warnings.append(
-                f"{prefix}.overQuotaWeight: {weight:g} is negative: used as given, as KAI does (sibling weights are "
-                "divided by their sum, so a negative weight can leave the surplus to no one or to one queue alone)"
-            )
-        if quota < 0 and quota != UNLIMITED:
-            self.warnings.append(
-                f"{prefix}.quota: {quota:g} is negative and not -1 (unlimited): used as given, as KAI does "
-                "(the queue's share starts below zero and its siblings divide the difference)"
-            )
-        if limit < 0 and limit != UNLIMITED:
-            self.warnings.append(
-                f"{prefix}.limit: {limit:g} is negative and not -1 (unlimited): nothing that asks for {key} "
-                "can run in this queue, as with a limit of 0 (as in KAI)"
-            )
-        elif limit != UNLIMITED and quota != UNLIMITED and quota > limit:
-            self.warnings.append(f"{prefix}.quota: {quota:g} is above the limit ({limit:g}): the limit wins, as in KAI")
+        for fld, message in odd_queue_values(key, values["quota"], values["overQuotaWeight"], values["limit"]):
+            self.warnings.append(f"Queue {name}: spec.resources.{key}.{fld}: {message}")
         return values
 
     def _timestamp(self, kind: str, obj: dict[str, Any], fld: str = "creationTimestamp") -> float | None:
