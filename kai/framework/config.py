@@ -159,11 +159,6 @@ class SchedulerConfig:
         return None
 
 
-def not_built_plugins(names: Collection[str], built: Collection[str]) -> list[str]:
-    """The KAI plugins among `names` that kai's registry (`built`) does not have."""
-    return [n for n in names if n in KAI_PLUGINS and n not in built]
-
-
 # -- typed values ------------------------------------------------------------------------------------
 class _Bad(ValueError):
     """A value of the wrong type or form; the message says what was expected."""
