@@ -13,7 +13,7 @@ import kai.actions
 import kai.plugins
 from kai.api.errors import Problem
 from kai.framework.action import action, registered_actions
-from kai.framework.config import SchedulerConfig
+from kai.framework.config import KAI_PLUGINS, SchedulerConfig
 from kai.framework.decisions import Decisions, JobOutcome
 from kai.framework.placement import gang_not_ready_message
 from kai.framework.plugin import plugin_factory
@@ -21,15 +21,6 @@ from kai.framework.session import Session
 from kai.model import ClusterSnapshot, PodGroupInfo, PodStatus
 
 del kai.actions  # imported for its registrations
-
-# KAI plugins whose behaviour kai has not built yet, or that have nothing to do offline.
-NOT_BUILT = {
-    "podaffinity",
-    "nominatednode",
-    "dynamicresources",
-    "snapshot",
-    "reflectjoborder",
-}
 
 
 class ConfigError(Exception):
@@ -43,13 +34,15 @@ def known_actions() -> set[str]:
 
 
 def open_session(snapshot: ClusterSnapshot, config: SchedulerConfig) -> tuple[Session, list[str]]:
+    """The session with the configured plugins open; plugins kai lacks are skipped (the configuration
+    reader warned about those a file names), and returned as warnings for the caller."""
     ssn = Session(snapshot, config)
     warnings = []
     for option in config.plugins:
         factory = plugin_factory(option.name)
         if factory is None:
-            if option.name not in NOT_BUILT:
-                warnings.append(f"plugin {option.name!r} is unknown: skipped")
+            what = "is not built in kai yet" if option.name in KAI_PLUGINS else "is not a KAI plugin"
+            warnings.append(f"plugin {option.name!r} {what}: skipped")
             continue
         try:
             plugin = factory(option.arguments)

@@ -26,7 +26,7 @@ class FreeResources:
     def __init__(self, ssn: Session) -> None:
         self.ssn = ssn
         nodes = ssn.nodes
-        self.free = (nodes.idle + nodes.releasing)[nodes.usable].sum(axis=0) if len(nodes) else np.zeros(0)
+        self.free = (nodes.idle + nodes.releasing)[nodes.usable].sum(axis=0)  # zeros when there are no nodes
         self.needs: dict[tuple[str, int], np.ndarray] = {}
 
     def placed(self, tasks: list[PodInfo]) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from kai.api.errors import Problem
 
-from .rules import PodRules, mutate_pod, validate_pod, validate_podgroup, validate_queue
+from .rules import PodRules, mutate_pod, queue_warnings, validate_pod, validate_podgroup, validate_queue
 
 # The paths KAI's components serve (controller-runtime's naming), so KAI's webhook configurations apply.
 POD_VALIDATE_PATH = "/validate--v1-pod"
@@ -51,7 +51,12 @@ def _pod_mutate(request: Request, rules: PodRules) -> dict[str, Any]:
 
 
 def _queue_validate(request: Request, rules: PodRules) -> dict[str, Any]:
-    return _validation(validate_queue(request.get("object") or {}))
+    queue = request.get("object") or {}
+    response = _validation(validate_queue(queue))
+    warnings = queue_warnings(queue) if response["allowed"] else []
+    if warnings:
+        response["warnings"] = warnings  # kubectl prints each as "Warning: ..."
+    return response
 
 
 def _podgroup_validate(request: Request, rules: PodRules) -> dict[str, Any]:

@@ -16,14 +16,16 @@ Rules (KAI's admission plugins; where kai differs: kai/admission/NOTES.md):
 * pod, runtime class: a pod requesting any GPU (whole, MIG or shared) and naming no
   `runtimeClassName` gets the configured one (default `nvidia`; empty disables);
   GPU reservation pods are exempt.
-* Queue: `spec.resources` is required; every quota / limit is -1 (unlimited) or
-  >= 0; `overQuotaWeight` >= 0; a quota above its limit is rejected; a queue is not
-  its own parent.
+* Queue: `spec.resources` is required (as KAI's webhook says); quota, limit and
+  `overQuotaWeight` are finite numbers (the CRD's `type: number`); a queue is not its own
+  parent. Values KAI accepts but that are odd (a negative weight, a quota or limit below zero
+  other than -1, a quota above its limit) are allowed with a warning (`queue_warnings`).
 * PodGroup: sub-group names unique, every parent exists, no cycles.
 """
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -34,6 +36,7 @@ from kai.api import keys
 from kai.api.errors import Problem
 from kai.api.gpusharing import parse_gpu_sharing
 from kai.api.quantity import QuantityError, parse_quantity
+from kai.api.queuevalues import UNLIMITED, odd_queue_values
 
 MPS_ANNOTATION = "mps"
 SHARED_GPU_CONFIGMAP_ANNOTATION = keys.SHARED_GPU_CONFIGMAP_ANNOTATION
@@ -289,27 +292,32 @@ def validate_queue(queue: KubeObject) -> list[Problem]:
         if not isinstance(values, Mapping):
             problems.append(Problem(obj, base, "must be an object with quota, limit and overQuotaWeight"))
             continue
-        numbers: dict[str, float] = {}
-        for field in ("quota", "limit"):
-            if field not in values or values[field] is None:
+        for field in ("quota", "limit", "overQuotaWeight"):
+            if values.get(field) is None:
                 continue
             number = _number(values[field])
-            if number is None or not (number == -1 or number >= 0):
-                problems.append(
-                    Problem(obj, f"{base}.{field}", f"must be -1 (unlimited) or a number >= 0, got {values[field]!r}")
-                )
-            else:
-                numbers[field] = number
-        if values.get("overQuotaWeight") is not None:
-            weight = _number(values["overQuotaWeight"])
-            if weight is None or weight < 0:
-                problems.append(
-                    Problem(obj, f"{base}.overQuotaWeight", f"must be a number >= 0, got {values['overQuotaWeight']!r}")
-                )
-        quota, limit = numbers.get("quota"), numbers.get("limit")
-        if quota is not None and limit is not None and quota >= 0 and limit >= 0 and quota > limit:
-            problems.append(Problem(obj, f"{base}.quota", f"{quota:g} is above the limit {limit:g}"))
+            if number is None or not math.isfinite(number):
+                problems.append(Problem(obj, f"{base}.{field}", f"must be a finite number, got {values[field]!r}"))
     return problems
+
+
+def queue_warnings(queue: KubeObject) -> list[str]:
+    """Warnings about values KAI accepts but that are odd, for the AdmissionReview response."""
+    resources = _spec(queue).get("resources")
+    if not isinstance(resources, Mapping):
+        return []
+    warnings = []
+    defaults = {"quota": 0.0, "overQuotaWeight": 1.0, "limit": UNLIMITED}
+    for resource in QUEUE_RESOURCES:
+        values = resources.get(resource)
+        if not isinstance(values, Mapping):
+            continue
+        numbers = {f: _number(values.get(f)) if values.get(f) is not None else d for f, d in defaults.items()}
+        if any(n is None or not math.isfinite(n) for n in numbers.values()):
+            continue
+        odd = odd_queue_values(resource, numbers["quota"], numbers["overQuotaWeight"], numbers["limit"])  # type: ignore[arg-type]
+        warnings += [f"spec.resources.{resource}.{field}: {message}" for field, message in odd]
+    return warnings
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import UTC, datetime
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
-_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+# One element of a Go duration: digits with an optional fraction (`5`, `.5`, `5.`, `1.25`) and a unit.
+# `µs` is written with the micro sign (U+00B5) or the Greek mu (U+03BC), as Go accepts both.
+_DURATION_PART = re.compile(r"([0-9]*(?:\.[0-9]*)?)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)")
+_NUMBER = re.compile(r"[0-9]*(?:\.[0-9]*)?")
+_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "\u00b5s": 1e-6, "\u03bcs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_MAX_DURATION_SECONDS = (2**63 - 1) / 1e9  # Go's time.Duration is int64 nanoseconds
 
 
 def parse_time(value: object) -> float:
@@ -27,22 +32,35 @@ def format_time(epoch: float) -> str:
 
 
 def parse_duration(value: object) -> float:
-    """Seconds of a Go duration such as `90s`, `1h30m` or `-5m` (a bare number is seconds)."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
+    """Seconds of a Go duration, with Go's grammar (`time.ParseDuration`): an optional sign, then one or
+    more decimal numbers, each with a unit — `90s`, `1h2m3s`, `.5s`, `1.5h`, `-1s`, `300ms`, `2us`,
+    `2µs`, `10ns`; `0` alone needs no unit. A YAML number (not a string) is read as seconds."""
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a duration (like 90s, 5m or 1h30m)")
+    if isinstance(value, int | float):
+        if not math.isfinite(value):
+            raise ValueError(f"{value!r} is not a duration (like 90s, 5m or 1h30m)")
         return float(value)
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"{value!r} is not a duration")
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r} is not a duration (like 90s, 5m or 1h30m)")
     text = value.strip()
-    sign = -1.0 if text.startswith("-") else 1.0
-    text = text.lstrip("+-")
+    sign = 1.0
+    if text[:1] in ("-", "+"):
+        sign = -1.0 if text[0] == "-" else 1.0
+        text = text[1:]
     if text == "0":
         return 0.0
-    pos, total = 0, 0.0
-    for match in _DURATION_PART.finditer(text):
-        if match.start() != pos:
-            break
-        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-        pos = match.end()
-    if pos != len(text) or pos == 0:
+    if not text:
         raise ValueError(f"{value!r} is not a duration (like 90s, 5m or 1h30m)")
+    pos, total = 0, 0.0
+    while pos < len(text):
+        match = _DURATION_PART.match(text, pos)
+        if match is None or not any(ch.isdigit() for ch in match.group(1)):
+            if match is None and _NUMBER.fullmatch(text, pos):
+                raise ValueError(f"{value!r} is not a duration: a number needs a unit (ns, us, ms, s, m or h)")
+            raise ValueError(f"{value!r} is not a duration (like 90s, 5m or 1h30m)")
+        total += float(match.group(1).rstrip(".") or "0") * _UNIT_SECONDS[match.group(2)]
+        pos = match.end()
+    if total > _MAX_DURATION_SECONDS:
+        raise ValueError(f"{value!r} is longer than a Go duration can be (about 292 years)")
     return sign * total

@@ -11,7 +11,10 @@ action}``; per-queue gauges ``queue_fair_share_{cpu_cores,memory_gb,gpu}{queue_n
 
 kai's own, beside them: ``e2e_scheduling_latency_seconds`` (a histogram of the cycle, for the
 distribution the gauge cannot give), ``pods_scheduled_total``, ``pods_bound_total``,
-``bind_failures_total``, ``evictions_total{action}``, ``is_leader``.
+``bind_failures_total``, ``evictions_total{action}``, ``is_leader``, and
+``unsupported_feature_uses_total{feature}``: objects seen using a KAI feature kai has not built
+(``DynamicResourceAllocation``), counted once per object, and KAI plugins the configuration names that
+kai has not built (``plugin/<name>``), counted once at start.
 
 :class:`HttpServer` serves ``/metrics``, ``/healthz`` (the loop is alive), ``/readyz`` (caches
 synced) and ``/snapshot`` (the last cycle's input as a JSON ``v1 List``, which ``kai simulate -f``
@@ -77,6 +80,13 @@ class Metrics:
         self.pods_bound = Counter("pods_bound_total", "Pods bound by the binder", namespace=ns, registry=r)
         self.bind_failures = Counter("bind_failures_total", "Failed binds", namespace=ns, registry=r)
         self.is_leader = Gauge("is_leader", "1 while this process leads", namespace=ns, registry=r)
+        self.unsupported = Counter(
+            "unsupported_feature_uses",
+            "Objects and configured plugins using a KAI feature kai has not built",
+            ["feature"],
+            namespace=ns,
+            registry=r,
+        )
         self.fair_share = {
             res: Gauge(f"queue_fair_share_{unit}", f"Fair share ({unit})", ["queue_name"], namespace=ns, registry=r)
             for res, unit in (("cpu", "cpu_cores"), ("memory", "memory_gb"), ("gpu", "gpu"))

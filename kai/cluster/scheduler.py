@@ -6,7 +6,9 @@ One cycle (:meth:`Scheduler.run_once`):
 2. delete stale BindRequests (failed, node gone, pod gone), so their pods are Pending again;
 3. ``build_snapshot(view.objects, now, scheduler_name)`` — the very builder ``kai simulate``
    uses; objects it rejects are logged (once per problem) and get a warning event, and the
-   cycle goes on without them;
+   cycle goes on without them; objects that use a feature kai has not built (the snapshot's
+   ``unsupported``) are logged, counted (``kai_unsupported_feature_uses_total``) and get a warning
+   event, once each;
 4. ``run_cycle(snapshot, config, run_step)`` — the core, timed per step through ``run_step``;
 5. hand the decisions to the ports: :class:`~kai.cluster.writers.BindRequestWriter`,
    :class:`~kai.cluster.writers.Evictor`, :class:`~kai.cluster.status.StatusUpdater`.
@@ -36,7 +38,7 @@ from kai.cluster.metrics import Metrics
 from kai.cycle import run_cycle
 from kai.framework.config import SchedulerConfig
 from kai.framework.decisions import Binding, Decisions, Eviction
-from kai.model import ClusterSnapshot
+from kai.model import ClusterSnapshot, UnsupportedUse
 from kai.snapshot.builder import build_snapshot
 from kai.usage import UsageTracker
 
@@ -126,6 +128,10 @@ class Scheduler:
         self.last_report: CycleReport | None = None
         self.last_loop = time.monotonic()
         self._known_problems: set[Problem] = set()
+        self._known_unsupported: set[UnsupportedUse] = set()
+        for name in config.not_built:  # the configuration reader warned; count them once
+            if metrics is not None:
+                metrics.unsupported.labels(f"plugin/{name}").inc()
         self._stop = threading.Event()
         # Time-based fair share (usageDBConfig set): usage from the scheduler's own record of allocations.
         self.usage = UsageTracker(config.usage_db.params) if config.usage_db is not None else None
@@ -140,6 +146,7 @@ class Scheduler:
         result = build_snapshot(view.objects, now, self.config.params.scheduler_name)
         self._report_problems(result.problems, view)
         snapshot = result.snapshot
+        self._report_unsupported(snapshot.unsupported, view)
         if self.usage is not None:
             self.usage.observe(snapshot)
             snapshot.queue_usage = self.usage.queue_usage(now)
@@ -196,6 +203,19 @@ class Scheduler:
                 self.events.record(
                     raw, "Warning", "InvalidObject", f"Not scheduled: {problem.field}: {problem.message}"
                 )
+
+    def _report_unsupported(self, uses: list[UnsupportedUse], view: CacheView) -> None:
+        fresh = set(uses) - self._known_unsupported
+        self._known_unsupported = set(uses)
+        for use in sorted(fresh, key=lambda u: (u.feature, u.kind, u.name)):
+            log.warning("%s", use.message)
+            if self.metrics is not None:
+                self.metrics.unsupported.labels(use.feature).inc()
+            raw = {"Pod": view.pods, "PodGroup": view.podgroups, "Queue": view.queues, "Node": view.nodes}.get(
+                use.kind, {}
+            ).get(use.name)
+            if raw is not None:
+                self.events.record(raw, "Warning", "UnsupportedFeature", use.note)
 
     def _observe(self, report: CycleReport, snapshot: ClusterSnapshot, view: CacheView) -> None:
         m = self.metrics

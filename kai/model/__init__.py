@@ -1,6 +1,13 @@
 """The scheduler's view of a cluster: resource vectors, nodes, pods, pod groups, queues."""
 
-from kai.model.cluster import ClusterSnapshot, TopologyInfo
+from kai.model.cluster import (
+    DYNAMIC_RESOURCE_ALLOCATION,
+    UNSUPPORTED_FEATURES,
+    ClusterSnapshot,
+    TopologyInfo,
+    UnsupportedUse,
+    unsupported_warnings,
+)
 from kai.model.node import NodeInfo
 from kai.model.pod import (
     ACTIVE,
@@ -14,6 +21,7 @@ from kai.model.pod import (
     SelectorRequirement,
     Taint,
     Toleration,
+    mig_compute,
 )
 from kai.model.podgroup import DEFAULT_SUBGROUP, PodGroupInfo, SubGroupInfo, TopologyConstraint
 from kai.model.queue import UNLIMITED, QueueInfo, QueueResource
@@ -25,12 +33,14 @@ __all__ = [
     "ALLOCATED",
     "CPU",
     "DEFAULT_SUBGROUP",
+    "DYNAMIC_RESOURCE_ALLOCATION",
     "GPU",
     "HOLDS_NODE",
     "MEMORY",
     "PODS",
     "QUEUE_RESOURCES",
     "UNLIMITED",
+    "UNSUPPORTED_FEATURES",
     "ClusterSnapshot",
     "GpuRequest",
     "NodeInfo",
@@ -48,4 +58,7 @@ __all__ = [
     "Toleration",
     "TopologyConstraint",
     "TopologyInfo",
+    "UnsupportedUse",
+    "mig_compute",
+    "unsupported_warnings",
 ]

@@ -16,6 +16,53 @@ class TopologyInfo:
     levels: tuple[str, ...]  # node label keys, highest level first
 
 
+DYNAMIC_RESOURCE_ALLOCATION = "DynamicResourceAllocation"
+# What kai does, for now, with an object that uses a feature it has not built (for messages).
+UNSUPPORTED_FEATURES: dict[str, str] = {
+    DYNAMIC_RESOURCE_ALLOCATION: "Dynamic Resource Allocation is not built in kai yet (the dynamicresources "
+    "plugin leaves such pods Pending, as KAI does with DRA off)",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class UnsupportedUse:
+    """An object that uses a KAI feature kai has not built. Never silent: `kai simulate` warns, the live
+    scheduler counts it (`kai_unsupported_feature_uses_total{feature}`) and records an event on it."""
+
+    feature: str  # a key of UNSUPPORTED_FEATURES
+    kind: str  # Pod
+    name: str  # namespace/name
+    field: str  # where the object uses it, e.g. spec.resourceClaims
+    detail: str  # what it uses there, e.g. "gpu (ResourceClaim gpu-claim)"
+
+    @property
+    def note(self) -> str:
+        """What the use amounts to (for an event on the object): `spec.resourceClaims: uses ...: ...`."""
+        what = UNSUPPORTED_FEATURES.get(self.feature, f"{self.feature} is not built in kai yet")
+        return f"{self.field}: uses {self.detail}: {what}"
+
+    @property
+    def message(self) -> str:
+        return f"{self.kind} {self.name}: {self.note}"
+
+
+def unsupported_warnings(uses: list[UnsupportedUse], shown: int = 5) -> list[str]:
+    """One warning per feature, naming the first few objects that use it."""
+    lines = []
+    by_feature: dict[str, list[UnsupportedUse]] = {}
+    for use in uses:
+        by_feature.setdefault(use.feature, []).append(use)
+    for feature, group in sorted(by_feature.items()):
+        if len(group) == 1:
+            lines.append(group[0].message)
+            continue
+        names = ", ".join(f"{u.kind} {u.name} ({u.field}: {u.detail})" for u in group[:shown])
+        more = f" and {len(group) - shown} more" if len(group) > shown else ""
+        note = UNSUPPORTED_FEATURES.get(feature, f"{feature} is not built in kai yet")
+        lines.append(f"{len(group)} objects use {feature}: {names}{more}: {note}")
+    return lines
+
+
 @dataclass(slots=True)
 class ClusterSnapshot:
     """Everything one cycle may look at. `now` is the instant of the cycle (epoch seconds)."""
@@ -28,6 +75,7 @@ class ClusterSnapshot:
     foreign_pods: list[PodInfo] = field(default_factory=list)
     topologies: dict[str, TopologyInfo] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    unsupported: list[UnsupportedUse] = field(default_factory=list)  # uses of features kai has not built
     # Time-based fair share: per queue, per resource (gpu, cpu, memory names of kai.model), the queue's
     # historical usage as a fraction of the cluster's capacity over the usage window (kai/usage.py).
     # Computed outside the core (kai.usage); empty means no usage history (plain weights).

@@ -118,10 +118,10 @@ class GpuRequest:
             return self.fraction * self.num_devices
         if self.memory_mib > 0 and min_gpu_memory_mib > 0:
             return self.num_devices * self.memory_mib / min_gpu_memory_mib
-        return float(self.whole) + sum(_mig_compute(name) * count for name, count in self.mig)
+        return float(self.whole) + sum(mig_compute(name) * count for name, count in self.mig)
 
 
-def _mig_compute(resource: str) -> int:
+def mig_compute(resource: str) -> int:
     """Compute slices of a MIG profile `nvidia.com/mig-<g>g.<m>gb`."""
     profile = resource.rsplit("mig-", 1)[-1]
     try:

@@ -4,6 +4,7 @@ Importing this package registers every plugin it holds.
 """
 
 from kai.plugins import (
+    dynamicresources,
     elastic,
     gpusharing,
     minruntime,
@@ -19,6 +20,7 @@ from kai.plugins import (
 from kai.plugins.proportion import plugin as proportion
 
 __all__ = [
+    "dynamicresources",
     "elastic",
     "gpusharing",
     "minruntime",

@@ -48,6 +48,7 @@ def apply_decisions(snapshot: ClusterSnapshot, decisions: Decisions) -> ClusterS
         foreign_pods=snapshot.foreign_pods,
         topologies=snapshot.topologies,
         warnings=snapshot.warnings,
+        unsupported=snapshot.unsupported,
         queue_usage=snapshot.queue_usage,
     )
 

@@ -17,13 +17,16 @@ from kai.api import keys
 from kai.api.errors import Problem
 from kai.api.gpusharing import parse_gpu_sharing
 from kai.api.quantity import QuantityError, as_float, cpu_millis
+from kai.api.queuevalues import odd_queue_values
 from kai.api.timeutil import parse_duration, parse_time
 from kai.model import (
     CPU,
     DEFAULT_SUBGROUP,
+    DYNAMIC_RESOURCE_ALLOCATION,
     GPU,
     MEMORY,
     PODS,
+    UNLIMITED,
     ClusterSnapshot,
     GpuRequest,
     NodeInfo,
@@ -40,6 +43,8 @@ from kai.model import (
     Toleration,
     TopologyConstraint,
     TopologyInfo,
+    UnsupportedUse,
+    unsupported_warnings,
 )
 
 MB = 1_000_000.0
@@ -126,7 +131,7 @@ class SnapshotBuilder:
         snapshot.topologies = self._topologies()
         snapshot.queues = self._queues()
         self._podgroups_and_pods(snapshot)
-        snapshot.warnings = self.warnings
+        snapshot.warnings = self.warnings + unsupported_warnings(snapshot.unsupported)
         return BuildResult(snapshot, self.problems)
 
     # -- nodes --------------------------------------------------------------------------------
@@ -284,39 +289,15 @@ class SnapshotBuilder:
                 self._problem("Queue", obj, f"spec.resources.{key}", "must be a map with quota, overQuotaWeight, limit")
                 ok = False
                 continue
-            values: dict[str, float] = {}
-            for fld, default in (("quota", 0.0), ("overQuotaWeight", 1.0), ("limit", -1.0)):
-                raw = section.get(fld)
-                if raw is None:
-                    values[fld] = default
-                    continue
-                if isinstance(raw, bool) or not isinstance(raw, int | float):
-                    self._problem("Queue", obj, f"spec.resources.{key}.{fld}", f"must be a number, got {raw!r}")
-                    ok = False
-                    continue
-                number = float(raw)
-                if fld == "overQuotaWeight" and number < 0:
-                    self._problem("Queue", obj, f"spec.resources.{key}.{fld}", f"must not be negative, got {raw}")
-                    ok = False
-                elif fld != "overQuotaWeight" and number < 0 and number != -1:
-                    self._problem(
-                        "Queue", obj, f"spec.resources.{key}.{fld}", f"must be -1 (unlimited) or at least 0, got {raw}"
-                    )
-                    ok = False
-                values[fld] = number
-            if not ok:
-                continue
-            quota, limit = values["quota"], values["limit"]
-            if limit != -1 and quota != -1 and quota > limit:
-                self._problem(
-                    "Queue", obj, f"spec.resources.{key}.quota", f"({quota:g}) is larger than the limit ({limit:g})"
-                )
+            values = self._queue_numbers(obj, key, section)
+            if values is None:
                 ok = False
                 continue
+            quota, limit = values["quota"], values["limit"]
             resources[resource] = QueueResource(
-                quota=quota * scale if quota != -1 else -1.0,
+                quota=quota * scale if quota != UNLIMITED else UNLIMITED,
                 over_quota_weight=values["overQuotaWeight"],
-                limit=limit * scale if limit != -1 else -1.0,
+                limit=limit * scale if limit != UNLIMITED else UNLIMITED,
             )
         runtimes: dict[str, float | None] = {}
         for fld in ("preemptMinRuntime", "reclaimMinRuntime"):
@@ -341,6 +322,31 @@ class SnapshotBuilder:
             preempt_min_runtime=runtimes["preemptMinRuntime"],
             reclaim_min_runtime=runtimes["reclaimMinRuntime"],
         )
+
+    def _queue_numbers(self, obj: dict[str, Any], key: str, section: dict[str, Any]) -> dict[str, float] | None:
+        """quota, overQuotaWeight and limit of one resource, as KAI reads them: any finite number (the CRD
+        says `type: number`), used as given. Only -1 means unlimited; the merely odd gets a warning."""
+        name = obj["metadata"]["name"]
+        values: dict[str, float] = {}
+        ok = True
+        for fld, default in (("quota", 0.0), ("overQuotaWeight", 1.0), ("limit", UNLIMITED)):
+            raw = section.get(fld)
+            where = f"spec.resources.{key}.{fld}"
+            if raw is None:
+                values[fld] = default
+            elif isinstance(raw, bool) or not isinstance(raw, int | float):
+                self._problem("Queue", obj, where, f"must be a number, got {raw!r}")
+                ok = False
+            elif not math.isfinite(raw):
+                self._problem("Queue", obj, where, f"must be a finite number, got {raw!r}")
+                ok = False
+            else:
+                values[fld] = float(raw)
+        if not ok:
+            return None
+        for fld, message in odd_queue_values(key, values["quota"], values["overQuotaWeight"], values["limit"]):
+            self.warnings.append(f"Queue {name}: spec.resources.{key}.{fld}: {message}")
+        return values
 
     def _timestamp(self, kind: str, obj: dict[str, Any], fld: str = "creationTimestamp") -> float | None:
         raw = (obj.get("metadata") or {}).get(fld)
@@ -403,6 +409,10 @@ class SnapshotBuilder:
             if pod.scheduler_name != self.scheduler_name:
                 snapshot.foreign_pods.append(pod)
                 continue
+            claims = self._resource_claims(obj)
+            if claims:
+                use = UnsupportedUse(DYNAMIC_RESOURCE_ALLOCATION, "Pod", pod.key, "spec.resourceClaims", claims)
+                snapshot.unsupported.append(use)
             self._attach(obj, pod, groups, snapshot.queues)
         snapshot.podgroups = {k: groups[k] for k in sorted(groups)}
 
@@ -631,6 +641,21 @@ class SnapshotBuilder:
             priority_class_name=str(spec.get("priorityClassName") or ""),
             raw=obj,
         )
+
+    @staticmethod
+    def _resource_claims(obj: dict[str, Any]) -> str:
+        """`spec.resourceClaims` of a pod (Dynamic Resource Allocation) for messages: "" when it has none."""
+        claims = (obj.get("spec") or {}).get("resourceClaims")
+        if not isinstance(claims, list) or not claims:
+            return ""
+        parts = []
+        for claim in claims:
+            if not isinstance(claim, dict):
+                continue
+            source = claim.get("resourceClaimName") or claim.get("resourceClaimTemplateName")
+            kind = "ResourceClaim" if claim.get("resourceClaimName") else "ResourceClaimTemplate"
+            parts.append(f"{claim.get('name')} ({kind} {source})" if source else str(claim.get("name")))
+        return ", ".join(parts)
 
     def _pod_status(self, obj: dict[str, Any], spec: dict[str, Any], status: dict[str, Any]) -> PodStatus | None:
         phase = status.get("phase") or "Pending"

@@ -1,4 +1,16 @@
-"""Loading a snapshot from YAML files: read, build, and refuse it whole if anything is wrong."""
+"""Loading a snapshot from YAML files: read, build, and refuse it whole if anything is wrong.
+
+What is wrong (the rule, once, for the loader and the builder behind it):
+
+- **Refuse** only what the API server itself would reject (KAI's CRD schemas: a string where the
+  Queue's `quota` is `type: number`, a fractional whole-GPU request, a malformed quantity or
+  timestamp) or what cannot mean anything (NaN or infinity, a pod naming a queue or PodGroup that does
+  not exist, a queue cycle); each refusal is one problem naming the object and the field.
+- **Accept** every value KAI accepts, with KAI's meaning, and **warn** (naming the object and field)
+  on the merely odd: a negative `overQuotaWeight`, a quota or limit below zero other than -1, a quota
+  above its limit, objects of kinds kai does not read, a pod using a feature kai has not built (a DRA
+  resource claim: recorded in the snapshot's `unsupported`, which the live scheduler counts).
+"""
 
 from __future__ import annotations
 

@@ -16,7 +16,14 @@ from kai.admission.registration import (
     webhook_configurations,
 )
 from kai.admission.review import POD_MUTATE_PATH, POD_VALIDATE_PATH, QUEUE_VALIDATE_PATH, BadReview, review
-from kai.admission.rules import PodRules, mutate_pod, validate_pod, validate_podgroup, validate_queue
+from kai.admission.rules import (
+    PodRules,
+    mutate_pod,
+    queue_warnings,
+    validate_pod,
+    validate_podgroup,
+    validate_queue,
+)
 
 SHARING = PodRules(gpu_sharing=True)
 
@@ -144,14 +151,29 @@ def test_queue_rules() -> None:
     }
     assert validate_queue(queue(resources=good)) == []
     assert validate_queue(queue(resources={"gpu": {"quota": -1, "limit": 4}})) == []  # unlimited quota, capped
-    bad = {"gpu": {"quota": 5, "limit": 4}, "cpu": {"quota": -3, "limit": "x", "overQuotaWeight": -1}}
+    bad = {"gpu": {"quota": 5, "limit": "x"}, "cpu": {"quota": float("nan"), "overQuotaWeight": True}}
     assert messages(validate_queue(queue(resources=bad, parentQueue="team-a"))) == [
         "Queue team-a: spec.parentQueue: a queue cannot be its own parent",
-        "Queue team-a: spec.resources.gpu.quota: 5 is above the limit 4",
-        "Queue team-a: spec.resources.cpu.quota: must be -1 (unlimited) or a number >= 0, got -3",
-        "Queue team-a: spec.resources.cpu.limit: must be -1 (unlimited) or a number >= 0, got 'x'",
-        "Queue team-a: spec.resources.cpu.overQuotaWeight: must be a number >= 0, got -1",
+        "Queue team-a: spec.resources.gpu.limit: must be a finite number, got 'x'",
+        "Queue team-a: spec.resources.cpu.quota: must be a finite number, got nan",
+        "Queue team-a: spec.resources.cpu.overQuotaWeight: must be a finite number, got True",
     ]
+
+
+def test_queue_values_kai_accepts_are_allowed_with_warnings() -> None:
+    """KAI's CRD takes any number and KAI uses it: a quota above its limit, a negative weight, a quota
+    or limit below zero other than -1 are allowed, each with a warning naming the field."""
+    odd = {"gpu": {"quota": 5, "limit": 4}, "cpu": {"quota": -3, "limit": -2, "overQuotaWeight": -1}}
+    assert validate_queue(queue(resources=odd)) == []
+    warnings = queue_warnings(queue(resources=odd))
+    assert [w.split(":", 1)[0] for w in warnings] == [
+        "spec.resources.gpu.quota",
+        "spec.resources.cpu.overQuotaWeight",
+        "spec.resources.cpu.quota",
+        "spec.resources.cpu.limit",
+    ]
+    assert "the limit wins" in warnings[0]
+    assert queue_warnings(queue(resources={"gpu": {"quota": 2, "limit": 4, "overQuotaWeight": 1}})) == []
 
 
 def podgroup(*groups: dict[str, Any]) -> dict[str, Any]:

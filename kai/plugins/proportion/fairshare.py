@@ -2,6 +2,11 @@
 level and over-quota weight, in whole units, and the flooring remainder last.
 
 A pure function of numbers, so that it can be checked by hand and by property tests.
+
+Values are used as KAI uses them, odd ones included: only -1 means unlimited (a quota of -2 is a
+share that starts at -2, a limit of -2 caps at -2); over-quota weights are divided by their sum over
+the queues still wanting more, whatever their sign, and a level whose weights sum to zero gives no
+one any surplus.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ class ShareRequest:
 
     @property
     def requestable(self) -> float:
-        return self.request if self.limit < 0 else min(self.request, self.limit)
+        return self.request if self.limit == UNLIMITED else min(self.request, self.limit)
 
 
 def divide(total: float, queues: list[ShareRequest], k_value: float = 1.0) -> dict[str, float]:
@@ -36,10 +41,13 @@ def divide(total: float, queues: list[ShareRequest], k_value: float = 1.0) -> di
     share = {q.name: 0.0 for q in queues}
     if not queues:
         return share
-    # 1. Deserved phase: every queue gets its quota (all of `total` for -1), capped by what it can use.
+    # 1. Deserved phase: every queue that asks for something gets its quota (all of `total` for -1), capped
+    # by what it can use.
     for q in queues:
-        deserved = total if q.deserved < 0 else q.deserved
-        share[q.name] = max(0.0, min(deserved, q.requestable))
+        if q.request <= 0:
+            continue  # no demand, no share
+        deserved = total if q.deserved == UNLIMITED else q.deserved
+        share[q.name] = min(deserved, q.requestable)
     remaining = total - sum(share.values())
     if remaining <= EPS:
         return share
@@ -50,10 +58,10 @@ def divide(total: float, queues: list[ShareRequest], k_value: float = 1.0) -> di
     for level in levels:
         members = [q for q in queues if q.priority == level]
         while remaining > EPS:
-            hungry = [q for q in members if q.weight > 0 and q.requestable - share[q.name] > EPS]
-            if not hungry:
-                break
+            hungry = [q for q in members if q.request > 0 and q.requestable - share[q.name] > EPS]
             weight_sum = sum(q.weight for q in hungry)
+            if not hungry or weight_sum == 0:
+                break
             weights = {}
             for q in hungry:
                 normalised = q.weight / weight_sum

@@ -9,13 +9,25 @@ from typing import Any
 
 import numpy as np
 
+from kai.api.keys import MIG_RESOURCE_PREFIX
 from kai.framework.decisions import QueueReport
 from kai.framework.gpushare import node_fraction
 from kai.framework.plugin import register_plugin
 from kai.framework.session import Session
 from kai.framework.status import SUCCESS, Status, unschedulable
-from kai.model import ALLOCATED, CPU, GPU, HOLDS_NODE, MEMORY, PodGroupInfo, PodInfo, PodStatus, QueueInfo
-from kai.plugins.proportion.fairshare import ShareRequest, divide
+from kai.model import (
+    ALLOCATED,
+    CPU,
+    GPU,
+    HOLDS_NODE,
+    MEMORY,
+    PodGroupInfo,
+    PodInfo,
+    PodStatus,
+    QueueInfo,
+    mig_compute,
+)
+from kai.plugins.proportion.fairshare import UNLIMITED, ShareRequest, divide
 from kai.plugins.proportion.reclaim import ReclaimRules
 
 RESOURCES = (GPU, CPU, MEMORY)  # the column order of every queue vector below
@@ -40,8 +52,10 @@ class QueueAttrs:
 
     def allocatable(self, total: np.ndarray) -> np.ndarray:
         """max(deserved, fair share) capped by the limit; -1 deserved means the limit (or everything)."""
-        limit = np.where(self.limit < 0, total, self.limit)
-        share = np.where(self.deserved < 0, limit, np.minimum(np.maximum(self.deserved, self.fair_share), limit))
+        limit = np.where(self.limit == UNLIMITED, total, self.limit)
+        share = np.where(
+            self.deserved == UNLIMITED, limit, np.minimum(np.maximum(self.deserved, self.fair_share), limit)
+        )
         return share
 
 
@@ -50,7 +64,7 @@ def _first_over(path: list[QueueAttrs], request: np.ndarray, cap: str, used: str
     for attrs in path:
         caps, in_use = getattr(attrs, cap), getattr(attrs, used)
         for col in range(3):
-            if caps[col] >= 0 and request[col] > 0 and in_use[col] + request[col] > caps[col] + 1e-9:
+            if caps[col] != UNLIMITED and request[col] > 0 and in_use[col] + request[col] > caps[col] + 1e-9:
                 return attrs, col
     return None
 
@@ -107,14 +121,24 @@ class ProportionPlugin:
 
     @staticmethod
     def _total(ssn: Session) -> np.ndarray:
+        """What fair share divides: usable nodes' allocatable, less what other schedulers' pods hold. GPUs
+        are whole GPUs plus MIG slices by their compute size (`nvidia.com/mig-3g.20gb` = 3), as in queue
+        usage."""
         nodes = ssn.nodes
-        cols = [ssn.space.index(r) for r in RESOURCES]
+        to_queue = np.zeros((len(ssn.space.names), 3))  # session columns -> (GPUs, cpu, memory)
+        for col, name in enumerate(ssn.space.names):
+            if name == GPU:
+                to_queue[col, 0] = 1.0
+            elif name.startswith(MIG_RESOURCE_PREFIX):
+                to_queue[col, 0] = mig_compute(name)
+        to_queue[ssn.space.index(CPU), 1] = 1.0
+        to_queue[ssn.space.index(MEMORY), 2] = 1.0
         usable = nodes.usable
-        total = nodes.allocatable[usable][:, cols].sum(axis=0) if len(nodes) else np.zeros(3)
+        total = nodes.allocatable[usable].sum(axis=0) @ to_queue
         for pod in ssn.snapshot.foreign_pods:
             row = nodes.index.get(pod.node)
             if row is not None and usable[row] and pod.status in (PodStatus.RUNNING, PodStatus.RELEASING):
-                total -= ssn.vector(pod)[cols]
+                total -= ssn.vector(pod) @ to_queue
         return np.maximum(total, 0.0)
 
     def queue_vector(self, pod: PodInfo) -> np.ndarray:
@@ -164,7 +188,7 @@ class ProportionPlugin:
                 child_demand = np.zeros(3)
                 for child in queues[name].children:
                     c = self.attrs[child]
-                    child_demand += np.where(c.limit < 0, c.request, np.minimum(c.request, c.limit))
+                    child_demand += np.where(c.limit == UNLIMITED, c.request, np.minimum(c.request, c.limit))
                 attrs.request = child_demand
         if self.ssn.config.params.full_hierarchy_fairness:
             tops = sorted(n for n, q in queues.items() if not q.parent)
@@ -234,7 +258,7 @@ class ProportionPlugin:
         allocatable = attrs.allocatable(self.total).tolist()
         with_job = [a + r for a, r in zip(allocated, request, strict=True)]
         over_used = all(a > f + 1e-9 for a, f in zip(allocated, fair, strict=True))
-        within_deserved = all(d < 0 or w <= d + 1e-9 for w, d in zip(with_job, deserved, strict=True))
+        within_deserved = all(d == UNLIMITED or w <= d + 1e-9 for w, d in zip(with_job, deserved, strict=True))
         zero_share_use = any(c <= 0 < r for c, r in zip(allocatable, request, strict=True))
         key = (
             over_used,
@@ -322,8 +346,11 @@ class ProportionPlugin:
         def quota(vec: np.ndarray) -> dict[str, float]:
             return {k: (-1.0 if vec[i] < 0 else v) for i, (k, v) in enumerate(units(vec).items())}
 
+        # A fair share below zero (a negative quota or limit other than -1) is reported as 0, as KAI shows it.
         return {
-            name: QueueReport(units(a.fair_share), units(a.allocated), quota(a.deserved), units(a.request))
+            name: QueueReport(
+                units(np.maximum(a.fair_share, 0.0)), units(a.allocated), quota(a.deserved), units(a.request)
+            )
             for name, a in sorted(self.attrs.items())
         }
 

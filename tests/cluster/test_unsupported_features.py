@@ -1,0 +1,113 @@
+"""Nothing silent, live: a pod that uses a feature kai has not built (a DRA resource claim) stays
+Pending, gets one warning event and is counted once in `kai_unsupported_feature_uses_total`; KAI
+plugins the configuration names but kai lacks are counted at start. Runs the real scheduling loop
+(`Scheduler.run_once`) on an in-memory cache, with ports that record what they are given."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kai.api.timeutil import parse_time
+from kai.cluster.cache import CacheView
+from kai.cluster.metrics import Metrics
+from kai.cluster.scheduler import Scheduler
+from kai.framework.config import SchedulerConfig
+from tests.scenario import NOW, node, pod, queue
+
+
+class Cache:
+    synced = True
+
+    def __init__(self, objects: list[dict[str, Any]]) -> None:
+        self.objects = objects
+
+    def view(self) -> CacheView:
+        def by(kind: str) -> dict[str, dict[str, Any]]:
+            out = {}
+            for obj in self.objects:
+                if obj["kind"] == kind:
+                    meta = obj["metadata"]
+                    out[f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]] = obj
+            return out
+
+        return CacheView(list(self.objects), by("Pod"), by("PodGroup"), by("Queue"), by("Node"), {})
+
+
+class Ports:
+    """BindRequest writer, evictor, status updater and event recorder in one, recording calls."""
+
+    def __init__(self) -> None:
+        self.bound: list[Any] = []
+        self.events: list[tuple[str, str, str, str]] = []
+
+    def write(self, bindings: list[Any], pods: dict, snapshot: Any) -> list[Any]:
+        self.bound.extend(bindings)
+        return bindings
+
+    def delete_stale(self, stale: list[Any]) -> int:
+        return 0
+
+    def evict(self, evictions: list[Any], pods: dict, podgroups: dict, snapshot: Any) -> list[Any]:
+        return []
+
+    def update(self, decisions: Any, snapshot: Any, pods: dict, podgroups: dict, queues: dict) -> None:
+        return None
+
+    def record(self, obj: dict[str, Any], event_type: str, reason: str, message: str) -> bool:
+        self.events.append((obj["metadata"]["name"], event_type, reason, message))
+        return True
+
+
+def claiming_pod() -> dict[str, Any]:
+    obj = pod("dra", queue="q", gpus=0)
+    obj["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "gpu-claim"}]
+    return obj
+
+
+def scheduler(config: SchedulerConfig, ports: Ports, metrics: Metrics) -> Scheduler:
+    objects = [node("n1"), queue("q"), claiming_pod(), pod("plain", queue="q", gpus=1)]
+    return Scheduler(
+        Cache(objects),  # type: ignore[arg-type]
+        config,
+        bind_requests=ports,
+        evictor=ports,
+        status=ports,
+        events=ports,  # type: ignore[arg-type]
+        metrics=metrics,
+        clock=lambda: parse_time(NOW),
+    )
+
+
+def counter(metrics: Metrics, feature: str) -> float:
+    value = metrics.registry.get_sample_value("kai_unsupported_feature_uses_total", {"feature": feature})
+    return value or 0.0
+
+
+def test_a_pod_with_a_resource_claim_is_not_bound_and_is_reported_once() -> None:
+    ports, metrics = Ports(), Metrics()
+    loop = scheduler(SchedulerConfig(), ports, metrics)
+    report = loop.run_once()
+    loop.run_once()
+    assert {b.pod for b in ports.bound} == {"ns/plain"}  # the claiming pod is never bound (the cache stays as it is)
+    outcome = report.decisions.jobs["ns/pg-dra"]
+    assert outcome.status == "Pending" and "gpu (ResourceClaim gpu-claim)" in outcome.message
+    assert "Dynamic Resource Allocation is not built in kai yet" in outcome.message
+    unsupported = [e for e in ports.events if e[2] == "UnsupportedFeature"]
+    assert unsupported == [
+        (
+            "dra",
+            "Warning",
+            "UnsupportedFeature",
+            "spec.resourceClaims: uses gpu (ResourceClaim gpu-claim): Dynamic Resource Allocation is not built in "
+            "kai yet (the dynamicresources plugin leaves such pods Pending, as KAI does with DRA off)",
+        )
+    ]
+    assert counter(metrics, "DynamicResourceAllocation") == 1.0
+
+
+def test_configured_plugins_kai_lacks_are_counted_at_start() -> None:
+    ports, metrics = Ports(), Metrics()
+    scheduler(SchedulerConfig(not_built=("podaffinity", "snapshot")), ports, metrics).run_once()
+    assert counter(metrics, "plugin/podaffinity") == 1.0
+    assert counter(metrics, "plugin/snapshot") == 1.0
+    assert counter(metrics, "plugin/proportion") == 0.0
