@@ -51,7 +51,7 @@ DEFAULT_PLUGINS = (
     "nodeplacement",
     "gpusharingorder",
 )
-# Every plugin KAI's scheduler knows (section 6 of the behaviour note), with what it does there: the
+# Every plugin KAI's scheduler knows, with what it does there: the
 # one list of KAI's plugin names. A name here that kai's plugin registry lacks is "not built" in kai.
 KAI_PLUGINS: dict[str, str] = {
     "predicates": "node filters and the largest-node pre-check",

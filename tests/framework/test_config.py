@@ -1,5 +1,5 @@
 """The scheduler configuration reader: every value KAI's configuration accepts is taken with KAI's
-meaning (checked against KAI's behaviour, section 1.4–1.5 and 2.6 of the behaviour note), the merely
+meaning (checked against KAI's own code), the merely
 odd gets a warning naming the field, and a value of the wrong type is one error line naming the
 field — never a traceback."""
 

@@ -1,7 +1,7 @@
 """Fair share with the odd values KAI's Queue CRD accepts (any number): negative over-quota weights,
 quotas and limits other than -1, a quota above the limit; and MIG slices in the totals.
 
-Expected values are worked out by hand from the division rule (section 4.2 of the behaviour note):
+Expected values are worked out by hand from the division rule (KAI's fair-share division):
 over-quota weights are divided by their sum over the sibling queues that still want more, a queue's
 slice weight is max(0, w' + k·w') with k = 1 and no usage, i.e. max(0, 2·w'); a level whose weights sum
 to zero gives no surplus; only -1 means unlimited, any other number is used as it is.
