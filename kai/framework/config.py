@@ -50,6 +50,8 @@ class SchedulerParams:
     # Disruption budget (kai's own, not KAI's): negative = off.
     max_evicted_gpu_ratio: float = -1.0  # GPUs evicted for one preemptor per cycle / GPUs it requests
     max_evicted_gpus_per_queue: float = -1.0  # GPUs evicted from one (victim leaf) queue per cycle
+    # kai's own, off by default: allocate skips a job that asks for more than is free when ordering queues.
+    defer_oversized_jobs: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +100,7 @@ _PARAM_FIELDS: dict[str, tuple[str, type]] = {
     "useSchedulingSignatures": ("use_scheduling_signatures", bool),
     "maxEvictedToRequestedGpuRatio": ("max_evicted_gpu_ratio", float),
     "maxEvictedGpusPerQueuePerCycle": ("max_evicted_gpus_per_queue", float),
+    "deferOversizedJobs": ("defer_oversized_jobs", bool),
 }
 
 

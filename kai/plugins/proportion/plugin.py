@@ -11,6 +11,7 @@ import numpy as np
 
 from kai.framework.decisions import QueueReport
 from kai.framework.gpushare import node_fraction
+from kai.framework.placement import tasks_to_allocate
 from kai.framework.plugin import register_plugin
 from kai.framework.session import Session
 from kai.framework.status import SUCCESS, Status, unschedulable
@@ -39,10 +40,40 @@ class QueueAttrs:
         return self.queue.display_name or self.queue.name
 
     def allocatable(self, total: np.ndarray) -> np.ndarray:
-        """max(deserved, fair share) capped by the limit; -1 deserved means the limit (or everything)."""
-        limit = np.where(self.limit < 0, total, self.limit)
-        share = np.where(self.deserved < 0, limit, np.minimum(np.maximum(self.deserved, self.fair_share), limit))
-        return share
+        """max(deserved, fair share), capped by the limit where there is one (not by the cluster: a quota
+        larger than the cluster stays as it is); -1 deserved means the limit, and with no limit either,
+        everything (`total`)."""
+        share = np.maximum(self.deserved, self.fair_share)
+        share = np.where(self.limit < 0, share, np.minimum(share, self.limit))
+        return np.where(self.deserved < 0, np.where(self.limit < 0, total, self.limit), share)
+
+    def unbounded(self) -> np.ndarray:
+        """Resources whose allocatable share has no bound at all (-1 deserved and no limit)."""
+        return (self.deserved < 0) & (self.limit < 0)
+
+
+class AllocatableShare:
+    """Queue order rule 7 as one element of a sort key: a queue whose allocatable share is at most the
+    other's in every resource and smaller in one ranks first; shares that are not comparable that way
+    (smaller in one resource, larger in another) tie, and the next rule decides. An unbounded share
+    (-1 deserved, no limit) is larger than any number."""
+
+    __slots__ = ("share",)
+
+    def __init__(self, share: list[float]) -> None:
+        self.share = share
+
+    def __lt__(self, other: AllocatableShare) -> bool:
+        pairs = list(zip(self.share, other.share, strict=True))
+        return all(a <= b + 1e-9 for a, b in pairs) and any(a < b - 1e-9 for a, b in pairs)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, AllocatableShare) and not (self < other or other < self)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"AllocatableShare({self.share})"
 
 
 def _first_over(path: list[QueueAttrs], request: np.ndarray, cap: str, used: str) -> tuple[QueueAttrs, int] | None:
@@ -222,44 +253,49 @@ class ProportionPlugin:
         return max(a / c if c > 0 else a * 1000.0 for a, c in zip(allocated, allocatable, strict=True))
 
     def queue_order_key(self, queue: QueueInfo, job: PodGroupInfo) -> tuple[Any, ...]:
-        """Section 4.4's rules as a sort key (cached until the queue's allocation or the job changes)."""
+        """Section 4.4's rules 1-7 as a sort key for the queue with this job next (cached until the queue's
+        allocation or the job changes). The session appends rule 8 (older queue first) and the name."""
         cached = self._order_keys.get(queue.name)
         if cached is not None and cached[0] == job.key:
             return cached[1]
         attrs = self.attrs[queue.name]
-        request = self.job_request(job).tolist()
-        allocated = attrs.allocated.tolist()
-        fair = attrs.fair_share.tolist()
-        deserved = attrs.deserved.tolist()
-        allocatable = attrs.allocatable(self.total).tolist()
-        with_job = [a + r for a, r in zip(allocated, request, strict=True)]
-        over_used = all(a > f + 1e-9 for a, f in zip(allocated, fair, strict=True))
-        within_deserved = all(d < 0 or w <= d + 1e-9 for w, d in zip(with_job, deserved, strict=True))
-        zero_share_use = any(c <= 0 < r for c, r in zip(allocatable, request, strict=True))
-        key = (
-            over_used,
-            not within_deserved,
-            -queue.priority,
-            zero_share_use,
-            self._drs(with_job, allocatable),
-            self._drs(allocated, allocatable),
-        )
+        key = self.order_key(attrs, self.job_request(job), attrs.allocated)
         self._order_keys[queue.name] = (job.key, key)
         return key
 
+    def order_key(self, attrs: QueueAttrs, request: np.ndarray, allocated: np.ndarray) -> tuple[Any, ...]:
+        """The queue order (rules 1-7) of a queue whose next job asks for `request`, given what the queue
+        has `allocated` (smaller key first; an evicting action may pass the allocation minus its victims
+        and reverse the order). Every element compares on its own, so two keys tell which rule decides."""
+        req = request.tolist()
+        alloc = allocated.tolist()
+        fair = attrs.fair_share.tolist()
+        deserved = attrs.deserved.tolist()
+        allocatable = attrs.allocatable(self.total).tolist()
+        with_job = [a + r for a, r in zip(alloc, req, strict=True)]
+        over_used = all(a > f + 1e-9 for a, f in zip(alloc, fair, strict=True))
+        within_deserved = all(d < 0 or w <= d + 1e-9 for w, d in zip(with_job, deserved, strict=True))
+        zero_share_use = any(c <= 0 < r for c, r in zip(allocatable, req, strict=True))
+        share = [np.inf if free else c for free, c in zip(attrs.unbounded().tolist(), allocatable, strict=True)]
+        return (
+            over_used,
+            not within_deserved,
+            -attrs.queue.priority,
+            zero_share_use,
+            self._drs(with_job, allocatable),
+            self._drs(alloc, allocatable),
+            AllocatableShare(share),
+        )
+
     def job_request(self, job: PodGroupInfo) -> np.ndarray:
-        """Resources of the job's next batch: what it needs to reach its minimum, or one more pod."""
+        """Resources of the job's next batch (tasks to allocate): what each leaf below its minimum needs to
+        reach it, or one more pod."""
         cached = self._job_requests.get(job.key)
         if cached is not None:
             return cached
         request = np.zeros(3)
-        short = sum(max(sub.min_member - sub.active(), 0) for sub in job.leaves)
-        for pod in job.pods:
-            if pod.status is PodStatus.PENDING:
-                request += self.queue_vector(pod)
-                short -= 1
-                if short <= 0:
-                    break
+        for pod in tasks_to_allocate(self.ssn, job):
+            request += self.queue_vector(pod)
         self._job_requests[job.key] = request
         return request
 
