@@ -27,7 +27,8 @@ class FreeResources:
     def __init__(self, ssn: Session) -> None:
         self.ssn = ssn
         nodes = ssn.nodes
-        self.free = (nodes.idle + nodes.releasing)[nodes.usable].sum(axis=0) if len(nodes) else np.zeros(0)
+        width = len(ssn.space.names)
+        self.free = (nodes.idle + nodes.releasing)[nodes.usable].sum(axis=0) if len(nodes) else np.zeros(width)
         self.needs: dict[tuple[str, int], np.ndarray] = {}
 
     def placed(self, tasks: list[PodInfo]) -> None:
@@ -39,7 +40,7 @@ class FreeResources:
         need = self.needs.get(key)
         if need is None:
             batch = tasks_to_allocate(self.ssn, job)
-            need = self.needs[key] = sum((self.ssn.vector(t) for t in batch), np.zeros(len(self.ssn.space.names)))
+            need = self.needs[key] = sum((self.ssn.vector(t) for t in batch), np.zeros(len(self.free)))
         return bool((need > self.free + EPS).any())
 
 
