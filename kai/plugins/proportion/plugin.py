@@ -107,6 +107,7 @@ class ProportionPlugin:
         self._vectors: dict[object, np.ndarray] = {}
         self._job_requests: dict[str, np.ndarray] = {}
         self._order_keys: dict[str, tuple[str, tuple[Any, ...]]] = {}
+        self._constants: dict[str, tuple[list[float], list[float], list[float], AllocatableShare]] = {}
         self.total = self._total(ssn)
         for queue in ssn.queues.values():
             res = [queue.resources.get(r) for r in RESOURCES]
@@ -269,14 +270,11 @@ class ProportionPlugin:
         and reverse the order). Every element compares on its own, so two keys tell which rule decides."""
         req = request.tolist()
         alloc = allocated.tolist()
-        fair = attrs.fair_share.tolist()
-        deserved = attrs.deserved.tolist()
-        allocatable = attrs.allocatable(self.total).tolist()
+        fair, deserved, allocatable, share = self._order_constants(attrs)
         with_job = [a + r for a, r in zip(alloc, req, strict=True)]
         over_used = all(a > f + 1e-9 for a, f in zip(alloc, fair, strict=True))
         within_deserved = all(d < 0 or w <= d + 1e-9 for w, d in zip(with_job, deserved, strict=True))
         zero_share_use = any(c <= 0 < r for c, r in zip(allocatable, req, strict=True))
-        share = [np.inf if free else c for free, c in zip(attrs.unbounded().tolist(), allocatable, strict=True)]
         return (
             over_used,
             not within_deserved,
@@ -284,8 +282,20 @@ class ProportionPlugin:
             zero_share_use,
             self._drs(with_job, allocatable),
             self._drs(alloc, allocatable),
-            AllocatableShare(share),
+            share,
         )
+
+    def _order_constants(self, attrs: QueueAttrs) -> tuple[list[float], list[float], list[float], AllocatableShare]:
+        """What the queue order reads of a queue that does not change within the session: fair share,
+        deserved, allocatable share (and rule 7's form of it)."""
+        cached = self._constants.get(attrs.queue.name)
+        if cached is None:
+            allocatable = attrs.allocatable(self.total).tolist()
+            unbounded = attrs.unbounded().tolist()
+            share = AllocatableShare([np.inf if u else c for u, c in zip(unbounded, allocatable, strict=True)])
+            cached = (attrs.fair_share.tolist(), attrs.deserved.tolist(), allocatable, share)
+            self._constants[attrs.queue.name] = cached
+        return cached
 
     def job_request(self, job: PodGroupInfo) -> np.ndarray:
         """Resources of the job's next batch (tasks to allocate): what each leaf below its minimum needs to
@@ -294,7 +304,12 @@ class ProportionPlugin:
         if cached is not None:
             return cached
         request = np.zeros(3)
-        for pod in tasks_to_allocate(self.ssn, job):
+        leaves = job.leaves
+        if len(leaves) == 1 and len(pending := leaves[0].pending()) == leaves[0].min_member - leaves[0].active():
+            batch = pending  # a gang's whole rest: which pods, in which order, does not matter for the sum
+        else:
+            batch = tasks_to_allocate(self.ssn, job)
+        for pod in batch:
             request += self.queue_vector(pod)
         self._job_requests[job.key] = request
         return request
