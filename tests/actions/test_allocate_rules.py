@@ -261,7 +261,7 @@ def test_queue_depth_caps_the_jobs_each_queue_offers(depth: int, expect: list[st
     assert running(run_with_depth(three_and_one(), depth)) == expect
 
 
-def test_a_depth_for_another_action_leaves_allocate_alone() -> None:
+def test_queue_depth_read_from_the_configuration_applies_to_its_action_only() -> None:
     objects = three_and_one()
     assert running(run(objects, config={**ALLOCATE, "queueDepthPerAction": {"allocate": 1}})) == ["a1-0", "b1-0"]
     assert len(running(run(objects, config={"queueDepthPerAction": {"reclaim": 1}}))) == 4
