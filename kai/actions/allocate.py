@@ -18,10 +18,11 @@ def _candidates(ssn: Session) -> list[PodGroupInfo]:
 
 class FreeResources:
     """What the cluster has free for this allocate (idle or being released, on usable nodes), kept up to date
-    as jobs are placed. A job whose next batch asks for more cannot start in this action: the job queue
+    as jobs are placed. With `deferOversizedJobs` (kai's own rule, off by default: KAI lets every job stand
+    for its queue) a job whose next batch asks for more cannot start in this action: the job queue
     defers it, so that it does not stand for its queue in the queue order. (Otherwise a big gang
     first in line puts its queue behind others, whose jobs take the resources a reclaim just freed for the
-    queue's smaller jobs, and reclaim and allocate loop.)"""
+    queue's smaller jobs, and reclaim and allocate can loop.)"""
 
     def __init__(self, ssn: Session) -> None:
         self.ssn = ssn
@@ -38,15 +39,18 @@ class FreeResources:
         need = self.needs.get(key)
         if need is None:
             batch = tasks_to_allocate(self.ssn, job)
-            need = self.needs[key] = sum((self.ssn.vector(t) for t in batch), np.zeros(len(self.ssn.space.names)))
+            need = self.needs[key] = sum((self.ssn.vector(t) for t in batch), np.zeros(len(self.free)))
         return bool((need > self.free + EPS).any())
 
 
 @register_action("allocate")
 def allocate(ssn: Session) -> None:
-    free = FreeResources(ssn)
+    free = FreeResources(ssn) if ssn.config.params.defer_oversized_jobs else None
     queue = JobQueue(
-        ssn, _candidates(ssn), ssn.config.queue_depth_per_action.get("allocate"), defer_for_pop=lambda: free.too_big
+        ssn,
+        _candidates(ssn),
+        ssn.config.queue_depth_per_action.get("allocate"),
+        defer_for_pop=None if free is None else (lambda: free.too_big),
     )
     while (job := queue.pop()) is not None:
         tasks = tasks_to_allocate(ssn, job)
@@ -66,7 +70,8 @@ def allocate(ssn: Session) -> None:
         if leaf_short_of_allocations(job) is not None:
             stmt.convert_to_pipelined(job.key)
         stmt.commit()
-        free.placed(tasks)
+        if free is not None:
+            free.placed(tasks)
         ssn.fit_errors.pop(job.key, None)
         if not had_allocated and any(t.status is PodStatus.ALLOCATED for t in tasks):
             ssn.decisions.last_start[job.key] = ssn.now

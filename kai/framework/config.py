@@ -117,6 +117,8 @@ class SchedulerParams:
     # Disruption budget (kai's own, not KAI's): negative = off.
     max_evicted_gpu_ratio: float = -1.0  # GPUs evicted for one preemptor per cycle / GPUs it requests
     max_evicted_gpus_per_queue: float = -1.0  # GPUs evicted from one (victim leaf) queue per cycle
+    # kai's own, off by default: allocate skips a job that asks for more than is free when ordering queues.
+    defer_oversized_jobs: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,6 +266,7 @@ _PARAM_FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "useSchedulingSignatures": ("use_scheduling_signatures", _boolean),
     "maxEvictedToRequestedGpuRatio": ("max_evicted_gpu_ratio", _number),
     "maxEvictedGpusPerQueuePerCycle": ("max_evicted_gpus_per_queue", _number),
+    "deferOversizedJobs": ("defer_oversized_jobs", _boolean),
 }
 _TOP_LEVEL = ("actions", "tiers", "schedulerParams", "queueDepthPerAction", "usageDBConfig")
 

@@ -19,7 +19,12 @@ Skip = Callable[[PodGroupInfo], bool]
 
 
 class JobQueue:
-    """`defer_for_pop`, when given, is asked once per pop for a predicate: a job it holds true for leaves
+    """`depth` (`queueDepthPerAction` of the action) caps every leaf queue's heap: once a push makes it
+    longer, its lowest-ordered job leaves (KAI drops an element near the bottom of its heap; which one
+    depends on the order jobs arrived, which is not fixed there). None or -1: no cap. 0 (and a negative
+    value other than -1, which crashes KAI's action on the first job) keeps no job: the action tries none.
+
+    `defer_for_pop`, when given, is asked once per pop for a predicate: a job it holds true for leaves
     its heap before the queues are compared, so that it does not stand for its queue, and is handed out
     only once every other job has been (it still gets its attempt, and its own why-pending message)."""
 
@@ -31,7 +36,7 @@ class JobQueue:
         defer_for_pop: Callable[[], Skip] | None = None,
     ) -> None:
         self.ssn = ssn
-        self.depth = depth
+        self.depth = None if depth is None or depth == -1 else max(depth, 0)
         self.defer_for_pop = defer_for_pop
         self.deferred: list[PodGroupInfo] = []
         self.heaps: dict[str, list[tuple[tuple[Any, ...], int, PodGroupInfo]]] = {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kai.api.keys import TASK_PRIORITY_LABEL
 from kai.framework.plugin import register_plugin
 from kai.framework.session import Session
 from kai.model import PodInfo
@@ -21,7 +22,11 @@ def ray_key(task: PodInfo) -> int:
 
 
 def task_priority_key(task: PodInfo) -> tuple[int, int]:
-    return (0, -task.task_priority) if task.task_priority is not None else (1, 0)
+    """Labelled pods first, higher priority first; a label that is not a number still ranks a pod before
+    the unlabelled ones, but after every pod whose label is a number (as KAI's comparator does)."""
+    if task.task_priority is not None:
+        return (0, -task.task_priority)
+    return (1, 0) if TASK_PRIORITY_LABEL in task.labels else (2, 0)
 
 
 @dataclass

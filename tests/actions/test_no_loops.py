@@ -62,6 +62,7 @@ def test_state_after_round_n_equals_state_after_n_plus_3(name: str) -> None:
 
 
 def test_a_big_gang_first_in_line_does_not_let_the_victim_queue_win_back_what_reclaim_freed() -> None:
+    # With the opt-in `deferOversizedJobs` (KAI lets the gang stand for its queue).
     # 8 GPUs; queue a deserves 6, b deserves 2. a runs eight 1-GPU jobs (two over its share). b waits with an
     # older 3-GPU gang (more than b may reclaim) and a 1-GPU job, which reclaims one GPU from a. Next round the
     # freed GPU must go to b's small job: were b's gang to stand for b in the queue order (3/2 of its share)
@@ -81,7 +82,7 @@ def test_a_big_gang_first_in_line_does_not_let_the_victim_queue_win_back_what_re
     objects += [podgroup("big", "b", min_member=3, created="2025-12-31T00:00:00Z")]
     objects += [pod(f"big-{i}", group="big", gpus=1) for i in range(3)]
     objects += [podgroup("small", "b", created="2025-12-31T12:00:00Z"), pod("small", group="small", gpus=1)]
-    result = run(objects, rounds=6)
+    result = run(objects, rounds=6, config={"schedulerParams": {"deferOversizedJobs": True}})
     evictions = [e["pod"] for r in result["rounds"] for e in r["evicted"]]
     assert len(evictions) == 1  # one reclaim, never repeated
     assert result["pods"]["ns/small"]["status"] == "Running"

@@ -12,6 +12,7 @@ import numpy as np
 from kai.api.keys import MIG_RESOURCE_PREFIX
 from kai.framework.decisions import QueueReport
 from kai.framework.gpushare import node_fraction
+from kai.framework.placement import tasks_to_allocate
 from kai.framework.plugin import register_plugin
 from kai.framework.session import Session
 from kai.framework.status import SUCCESS, Status, unschedulable
@@ -51,12 +52,40 @@ class QueueAttrs:
         return self.queue.display_name or self.queue.name
 
     def allocatable(self, total: np.ndarray) -> np.ndarray:
-        """max(deserved, fair share) capped by the limit; -1 deserved means the limit (or everything)."""
-        limit = np.where(self.limit == UNLIMITED, total, self.limit)
-        share = np.where(
-            self.deserved == UNLIMITED, limit, np.minimum(np.maximum(self.deserved, self.fair_share), limit)
-        )
-        return share
+        """max(deserved, fair share), capped by the limit where there is one (not by the cluster: a quota
+        larger than the cluster stays as it is); -1 deserved means the limit, and with no limit either,
+        everything (`total`)."""
+        share = np.maximum(self.deserved, self.fair_share)
+        share = np.where(self.limit == UNLIMITED, share, np.minimum(share, self.limit))
+        return np.where(self.deserved == UNLIMITED, np.where(self.limit == UNLIMITED, total, self.limit), share)
+
+    def unbounded(self) -> np.ndarray:
+        """Resources whose allocatable share has no bound at all (-1 deserved and no limit)."""
+        return (self.deserved == UNLIMITED) & (self.limit == UNLIMITED)
+
+
+class AllocatableShare:
+    """Queue order rule 7 as one element of a sort key: a queue whose allocatable share is at most the
+    other's in every resource and smaller in one ranks first; shares that are not comparable that way
+    (smaller in one resource, larger in another) tie, and the next rule decides. An unbounded share
+    (-1 deserved, no limit) is larger than any number."""
+
+    __slots__ = ("share",)
+
+    def __init__(self, share: list[float]) -> None:
+        self.share = share
+
+    def __lt__(self, other: AllocatableShare) -> bool:
+        pairs = list(zip(self.share, other.share, strict=True))
+        return all(a <= b + 1e-9 for a, b in pairs) and any(a < b - 1e-9 for a, b in pairs)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, AllocatableShare) and not (self < other or other < self)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"AllocatableShare({self.share})"
 
 
 def _first_over(path: list[QueueAttrs], request: np.ndarray, cap: str, used: str) -> tuple[QueueAttrs, int] | None:
@@ -90,6 +119,7 @@ class ProportionPlugin:
         self._vectors: dict[object, np.ndarray] = {}
         self._job_requests: dict[str, np.ndarray] = {}
         self._order_keys: dict[str, tuple[str, tuple[Any, ...]]] = {}
+        self._constants: dict[str, tuple[list[float], list[float], list[float], AllocatableShare]] = {}
         self.total = self._total(ssn)
         for queue in ssn.queues.values():
             res = [queue.resources.get(r) for r in RESOURCES]
@@ -246,44 +276,63 @@ class ProportionPlugin:
         return max(a / c if c > 0 else a * 1000.0 for a, c in zip(allocated, allocatable, strict=True))
 
     def queue_order_key(self, queue: QueueInfo, job: PodGroupInfo) -> tuple[Any, ...]:
-        """KAI's queue order as a sort key (cached until the queue's allocation or the job changes)."""
+        """KAI's queue order rules 1-7 as a sort key for the queue with this job next (cached until the queue's
+        allocation or the job changes). The session appends rule 8 (older queue first) and the name."""
         cached = self._order_keys.get(queue.name)
         if cached is not None and cached[0] == job.key:
             return cached[1]
         attrs = self.attrs[queue.name]
-        request = self.job_request(job).tolist()
-        allocated = attrs.allocated.tolist()
-        fair = attrs.fair_share.tolist()
-        deserved = attrs.deserved.tolist()
-        allocatable = attrs.allocatable(self.total).tolist()
-        with_job = [a + r for a, r in zip(allocated, request, strict=True)]
-        over_used = all(a > f + 1e-9 for a, f in zip(allocated, fair, strict=True))
-        within_deserved = all(d == UNLIMITED or w <= d + 1e-9 for w, d in zip(with_job, deserved, strict=True))
-        zero_share_use = any(c <= 0 < r for c, r in zip(allocatable, request, strict=True))
-        key = (
-            over_used,
-            not within_deserved,
-            -queue.priority,
-            zero_share_use,
-            self._drs(with_job, allocatable),
-            self._drs(allocated, allocatable),
-        )
+        key = self.order_key(attrs, self.job_request(job), attrs.allocated)
         self._order_keys[queue.name] = (job.key, key)
         return key
 
+    def order_key(self, attrs: QueueAttrs, request: np.ndarray, allocated: np.ndarray) -> tuple[Any, ...]:
+        """The queue order (rules 1-7) of a queue whose next job asks for `request`, given what the queue
+        has `allocated` (smaller key first; an evicting action may pass the allocation minus its victims
+        and reverse the order). Every element compares on its own, so two keys tell which rule decides."""
+        req = request.tolist()
+        alloc = allocated.tolist()
+        fair, deserved, allocatable, share = self._order_constants(attrs)
+        with_job = [a + r for a, r in zip(alloc, req, strict=True)]
+        over_used = all(a > f + 1e-9 for a, f in zip(alloc, fair, strict=True))
+        within_deserved = all(d == UNLIMITED or w <= d + 1e-9 for w, d in zip(with_job, deserved, strict=True))
+        zero_share_use = any(c <= 0 < r for c, r in zip(allocatable, req, strict=True))
+        return (
+            over_used,
+            not within_deserved,
+            -attrs.queue.priority,
+            zero_share_use,
+            self._drs(with_job, allocatable),
+            self._drs(alloc, allocatable),
+            share,
+        )
+
+    def _order_constants(self, attrs: QueueAttrs) -> tuple[list[float], list[float], list[float], AllocatableShare]:
+        """What the queue order reads of a queue that does not change within the session: fair share,
+        deserved, allocatable share (and rule 7's form of it)."""
+        cached = self._constants.get(attrs.queue.name)
+        if cached is None:
+            allocatable = attrs.allocatable(self.total).tolist()
+            unbounded = attrs.unbounded().tolist()
+            share = AllocatableShare([np.inf if u else c for u, c in zip(unbounded, allocatable, strict=True)])
+            cached = (attrs.fair_share.tolist(), attrs.deserved.tolist(), allocatable, share)
+            self._constants[attrs.queue.name] = cached
+        return cached
+
     def job_request(self, job: PodGroupInfo) -> np.ndarray:
-        """Resources of the job's next batch: what it needs to reach its minimum, or one more pod."""
+        """Resources of the job's next batch (tasks to allocate): what each leaf below its minimum needs to
+        reach it, or one more pod."""
         cached = self._job_requests.get(job.key)
         if cached is not None:
             return cached
         request = np.zeros(3)
-        short = sum(max(sub.min_member - sub.active(), 0) for sub in job.leaves)
-        for pod in job.pods:
-            if pod.status is PodStatus.PENDING:
-                request += self.queue_vector(pod)
-                short -= 1
-                if short <= 0:
-                    break
+        leaves = job.leaves
+        if len(leaves) == 1 and len(pending := leaves[0].pending()) == leaves[0].min_member - leaves[0].active():
+            batch = pending  # a gang's whole rest: which pods, in which order, does not matter for the sum
+        else:
+            batch = tasks_to_allocate(self.ssn, job)
+        for pod in batch:
+            request += self.queue_vector(pod)
         self._job_requests[job.key] = request
         return request
 
