@@ -48,7 +48,8 @@ def divide(total: float, queues: list[ShareRequest], k_value: float = 1.0) -> di
             continue  # no demand, no share
         deserved = total if q.deserved == UNLIMITED else q.deserved
         share[q.name] = min(deserved, q.requestable)
-    remaining = total - sum(share.values())
+    # Sums are exact (math.fsum), so that the result does not depend on the order of the queues.
+    remaining = total - math.fsum(share.values())
     if remaining <= EPS:
         return share
 
@@ -59,30 +60,28 @@ def divide(total: float, queues: list[ShareRequest], k_value: float = 1.0) -> di
         members = [q for q in queues if q.priority == level]
         while remaining > EPS:
             hungry = [q for q in members if q.request > 0 and q.requestable - share[q.name] > EPS]
-            weight_sum = sum(q.weight for q in hungry)
+            weight_sum = math.fsum(q.weight for q in hungry)
             if not hungry or weight_sum == 0:
                 break
             weights = {}
             for q in hungry:
                 normalised = q.weight / weight_sum
                 weights[q.name] = max(0.0, normalised + k_value * (normalised - q.usage))
-            weight_total = sum(weights.values())
+            weight_total = math.fsum(weights.values())
             if weight_total <= EPS:
                 break
-            given, someone_sated = 0.0, False
+            someone_sated = False
             for q in hungry:
                 portion = remaining * weights[q.name] / weight_total
                 wanted = q.requestable - share[q.name]
                 if wanted <= portion + EPS:
                     share[q.name] += wanted
-                    given += wanted
                     someone_sated = True
                 else:
                     whole = math.floor(portion + EPS)
                     share[q.name] += whole
-                    given += whole
                     leftovers[q.name] = portion - whole
-            remaining -= given
+            remaining = total - math.fsum(share.values())
             if not someone_sated:
                 break
     # 3. Remainder phase: what flooring left goes one unit at a time to the largest leftovers.

@@ -218,7 +218,8 @@ class ProportionPlugin:
                 child_demand = np.zeros(3)
                 for child in queues[name].children:
                     c = self.attrs[child]
-                    child_demand += np.where(c.limit == UNLIMITED, c.request, np.minimum(c.request, c.limit))
+                    usable = np.where(c.limit == UNLIMITED, c.request, np.minimum(c.request, c.limit))
+                    child_demand += np.maximum(usable, 0.0)  # a limit below zero: the child can use nothing
                 attrs.request = child_demand
         if self.ssn.config.params.full_hierarchy_fairness:
             tops = sorted(n for n, q in queues.items() if not q.parent)
