@@ -1,5 +1,6 @@
 """The scheduler's view of a cluster: resource vectors, nodes, pods, pod groups, queues."""
 
+from kai.model.affinity import HostPort, InterPodAffinity, LabelSelector, PodAffinityTerm, WeightedTerm
 from kai.model.cluster import ClusterSnapshot, TopologyInfo
 from kai.model.node import NodeInfo
 from kai.model.pod import (
@@ -18,6 +19,7 @@ from kai.model.pod import (
 from kai.model.podgroup import DEFAULT_SUBGROUP, PodGroupInfo, SubGroupInfo, TopologyConstraint
 from kai.model.queue import UNLIMITED, QueueInfo, QueueResource
 from kai.model.resources import CPU, GPU, MEMORY, PODS, QUEUE_RESOURCES, Resources, ResourceSpace
+from kai.model.storage import IMMEDIATE, WAIT_FOR_FIRST_CONSUMER, ClaimInfo, StorageClassInfo, VolumeInfo
 
 __all__ = [
     "ACTIVE",
@@ -27,14 +29,21 @@ __all__ = [
     "DEFAULT_SUBGROUP",
     "GPU",
     "HOLDS_NODE",
+    "IMMEDIATE",
     "MEMORY",
     "PODS",
     "QUEUE_RESOURCES",
     "UNLIMITED",
+    "WAIT_FOR_FIRST_CONSUMER",
+    "ClaimInfo",
     "ClusterSnapshot",
     "GpuRequest",
+    "HostPort",
+    "InterPodAffinity",
+    "LabelSelector",
     "NodeInfo",
     "NodeSelectorTerm",
+    "PodAffinityTerm",
     "PodGroupInfo",
     "PodInfo",
     "PodStatus",
@@ -43,9 +52,12 @@ __all__ = [
     "ResourceSpace",
     "Resources",
     "SelectorRequirement",
+    "StorageClassInfo",
     "SubGroupInfo",
     "Taint",
     "Toleration",
     "TopologyConstraint",
     "TopologyInfo",
+    "VolumeInfo",
+    "WeightedTerm",
 ]
