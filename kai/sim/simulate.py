@@ -49,6 +49,11 @@ def apply_decisions(snapshot: ClusterSnapshot, decisions: Decisions) -> ClusterS
         topologies=snapshot.topologies,
         warnings=snapshot.warnings,
         queue_usage=snapshot.queue_usage,
+        namespaces=snapshot.namespaces,
+        claims=snapshot.claims,
+        volumes=snapshot.volumes,
+        storage_classes=snapshot.storage_classes,
+        storage_listed=snapshot.storage_listed,
     )
 
 
