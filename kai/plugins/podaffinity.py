@@ -53,6 +53,10 @@ class Domains:
         self.labelled = self.of_node >= 0
 
 
+Signature = tuple[str, tuple[tuple[str, str], ...]]  # what a term matches a pod by: namespace, labels
+Holder = tuple[PodAffinityTerm, int]  # a term of a placed pod that acts on others, with its signed weight
+
+
 class Counter:
     """Pods matching all of `terms`, counted per domain of `key`. The array has one extra slot at the
     end that stays 0, so that `counts[of_node]` gives 0 on nodes without the label."""
@@ -62,19 +66,16 @@ class Counter:
         self.terms = terms
         self.domains = state.domains(key)
         self.counts = np.zeros(self.domains.count + 1, dtype=np.int64)
-        placed = state.placed
-        for pid, row in placed.row.items():
-            if self.matches(placed.pods[pid]):
-                dom = self.domains.of_node[row]
-                if dom >= 0:
-                    self.counts[dom] += 1
+        for sig, members in state.by_signature.items():
+            if members and self.matches(sig):
+                doms = self.domains.of_node[np.fromiter(members.values(), dtype=np.int64, count=len(members))]
+                np.add.at(self.counts, doms[doms >= 0], 1)
 
-    def matches(self, pod: PodInfo) -> bool:
-        labels = self.state.namespace_labels(pod.namespace)
-        return all(t.matches(pod.namespace, pod.labels, labels) for t in self.terms)
+    def matches(self, sig: Signature) -> bool:
+        return all(self.state.term_matches(t, sig) for t in self.terms)
 
-    def move(self, pod: PodInfo, old: int, new: int) -> None:
-        if not self.matches(pod):
+    def move(self, sig: Signature, old: int, new: int) -> None:
+        if not self.matches(sig):
             return
         of_node = self.domains.of_node
         if old >= 0 and of_node[old] >= 0:
@@ -85,7 +86,7 @@ class Counter:
     def for_pod(self, pod: PodInfo) -> np.ndarray:
         """The counts without the pod itself (a releasing pod placed again is not its own peer)."""
         row = self.state.placed.row.get(id(pod), -1)
-        if row < 0 or self.domains.of_node[row] < 0 or not self.matches(pod):
+        if row < 0 or self.domains.of_node[row] < 0 or not self.matches(self.state.signature(pod)):
             return self.counts
         counts = self.counts.copy()
         counts[self.domains.of_node[row]] -= 1
@@ -104,8 +105,10 @@ class _Masks:
 
 
 class PodAffinityState:
-    """The session's pod-affinity bookkeeping: domains per key, counters per term set, the pods whose
-    own terms act on others (required anti-affinity; preferred terms), and per-pod filter masks."""
+    """The session's pod-affinity bookkeeping: domains per key, counters per term set, placed pods
+    grouped by what terms match them by (namespace and labels: most pods of a job share them), the
+    terms of placed pods that act on other pods (required anti-affinity; preferred terms) with the
+    rows of the pods holding them, and per-pod filter masks."""
 
     def __init__(self, ssn: Session) -> None:
         self.ssn = ssn
@@ -115,18 +118,36 @@ class PodAffinityState:
         self._domains: dict[str, Domains] = {}
         self._counters: dict[tuple[tuple[PodAffinityTerm, ...], str], Counter] = {}
         self._masks: dict[int, _Masks] = {}
+        self._signatures: dict[int, Signature] = {}
+        self._labels_of: dict[Signature, dict[str, str]] = {}
+        self._matches: dict[tuple[PodAffinityTerm, Signature], bool] = {}
+        self.by_signature: dict[Signature, dict[int, int]] = {}  # placed pods: signature -> id(pod) -> row
+        self.anti_holders: dict[PodAffinityTerm, dict[int, int]] = {}  # required anti term -> id(pod) -> row
+        self.preferred_holders: dict[Holder, dict[int, int]] = {}
         pods = [p for job in ssn.jobs.values() for p in job.pods] + list(ssn.snapshot.foreign_pods)
         with_terms = [p.pod_affinity for p in pods if p.pod_affinity is not None]
         self.any_anti = any(a.anti_required for a in with_terms)  # some pod may impose the symmetric rule
         self.any_preferred = any(a.has_preferred for a in with_terms)
         placed = self.placed
-        # placed pods whose own terms act on other pods (the symmetric rule, existing pods' preferences)
-        self._with_terms: dict[int, PodInfo] = {pid: p for pid, p in placed.pods.items() if p.pod_affinity is not None}
+        for pid, row in placed.row.items():
+            self._place(placed.pods[pid], row, 1)
         placed.watch(self._move)
 
     # -- lookups ----------------------------------------------------------------------------------
-    def namespace_labels(self, namespace: str) -> dict[str, str] | None:
-        return self.namespaces.get(namespace)
+    def signature(self, pod: PodInfo) -> Signature:
+        sig = self._signatures.get(id(pod))
+        if sig is None:
+            sig = self._signatures[id(pod)] = (pod.namespace, tuple(sorted(pod.labels.items())))
+            self._labels_of.setdefault(sig, pod.labels)
+        return sig
+
+    def term_matches(self, term: PodAffinityTerm, sig: Signature) -> bool:
+        key = (term, sig)
+        found = self._matches.get(key)
+        if found is None:
+            namespace = sig[0]
+            found = self._matches[key] = term.matches(namespace, self._labels_of[sig], self.namespaces.get(namespace))
+        return found
 
     def domains(self, key: str) -> Domains:
         found = self._domains.get(key)
@@ -140,18 +161,41 @@ class PodAffinityState:
             found = self._counters[(terms, key)] = Counter(self, terms, key)
         return found
 
-    def _move(self, pod: PodInfo, old: int, new: int) -> None:
-        for counter in self._counters.values():
-            counter.move(pod, old, new)
-        if pod.pod_affinity is not None:
-            if new >= 0:
-                self._with_terms[id(pod)] = pod
+    # -- following placements ---------------------------------------------------------------------
+    def _place(self, pod: PodInfo, row: int, sign: int) -> None:
+        """Add (sign 1, at row) or remove (sign -1) a placed pod from the indexes."""
+        pid = id(pod)
+        members = self.by_signature.setdefault(self.signature(pod), {})
+        if sign > 0:
+            members[pid] = row
+        else:
+            members.pop(pid, None)
+        terms = pod.pod_affinity
+        if terms is None:
+            return
+        holders: list[dict[int, int]] = [self.anti_holders.setdefault(t, {}) for t in terms.anti_required]
+        holders += [self.preferred_holders.setdefault((w.term, w.weight), {}) for w in terms.preferred]
+        holders += [self.preferred_holders.setdefault((w.term, -w.weight), {}) for w in terms.anti_preferred]
+        for held in holders:
+            if sign > 0:
+                held[pid] = row
             else:
-                self._with_terms.pop(id(pod), None)
+                held.pop(pid, None)
 
-    def _others_with_terms(self, pod: PodInfo) -> list[tuple[PodInfo, int]]:
-        row = self.placed.row
-        return [(other, row[pid]) for pid, other in self._with_terms.items() if other is not pod]
+    def _move(self, pod: PodInfo, old: int, new: int) -> None:
+        if old >= 0:
+            self._place(pod, old, -1)
+        if new >= 0:
+            self._place(pod, new, 1)
+        sig = self.signature(pod)
+        for counter in self._counters.values():
+            counter.move(sig, old, new)
+
+    @staticmethod
+    def _rows(held: dict[int, int], pod: PodInfo) -> np.ndarray:
+        """The rows of the pods holding a term, without the pod itself."""
+        rows = [row for pid, row in held.items() if pid != id(pod)]
+        return np.array(rows, dtype=np.int64)
 
     # -- filters ----------------------------------------------------------------------------------
     def masks(self, pod: PodInfo) -> _Masks:
@@ -176,10 +220,8 @@ class PodAffinityState:
             labelled &= counter.domains.labelled
             present &= counts[counter.domains.of_node] > 0
             total += int(counts.sum())
-        if total == 0:
-            labels = self.namespace_labels(pod.namespace)
-            if all(t.matches(pod.namespace, pod.labels, labels) for t in terms):
-                return labelled  # the first pod of a group that is affine to itself
+        if total == 0 and all(self.term_matches(t, self.signature(pod)) for t in terms):
+            return labelled  # the first pod of a group that is affine to itself
         return labelled & present
 
     def _anti(self, pod: PodInfo) -> np.ndarray | None:
@@ -194,25 +236,22 @@ class PodAffinityState:
     def _existing_anti(self, pod: PodInfo) -> np.ndarray | None:
         if not self.any_anti:
             return None
-        labels = self.namespace_labels(pod.namespace)
-        forbidden: dict[str, np.ndarray] = {}
-        for other, row in self._others_with_terms(pod):
-            assert other.pod_affinity is not None
-            for term in other.pod_affinity.anti_required:
-                if not term.matches(pod.namespace, pod.labels, labels):
-                    continue
-                domains = self.domains(term.topology_key)
-                dom = domains.of_node[row]
-                if dom >= 0:
-                    if term.topology_key not in forbidden:
-                        forbidden[term.topology_key] = np.zeros(domains.count + 1, dtype=bool)
-                    forbidden[term.topology_key][dom] = True
-        if not forbidden:
-            return None
-        blocked = np.zeros(self.size, dtype=bool)
-        for key, doms in forbidden.items():
-            blocked |= doms[self.domains(key).of_node]
-        return ~blocked
+        sig = self.signature(pod)
+        blocked: np.ndarray | None = None
+        for term, held in self.anti_holders.items():
+            if not held or not self.term_matches(term, sig):
+                continue
+            rows = self._rows(held, pod)
+            domains = self.domains(term.topology_key)
+            doms = domains.of_node[rows]
+            doms = doms[doms >= 0]
+            if not doms.size:
+                continue
+            forbidden = np.zeros(domains.count + 1, dtype=bool)
+            forbidden[doms] = True
+            hit = forbidden[domains.of_node]
+            blocked = hit if blocked is None else blocked | hit
+        return None if blocked is None else ~blocked
 
     # -- score ------------------------------------------------------------------------------------
     def score(self, pod: PodInfo) -> np.ndarray | None:
@@ -230,23 +269,19 @@ class PodAffinityState:
                     total += sign * wt.weight * counts
                     touched = True
         if self.any_preferred:
-            labels = self.namespace_labels(pod.namespace)
-            per_key: dict[str, np.ndarray] = {}
-            for other, row in self._others_with_terms(pod):
-                assert other.pod_affinity is not None
-                for sign, weighted in ((1, other.pod_affinity.preferred), (-1, other.pod_affinity.anti_preferred)):
-                    for wt in weighted:
-                        if not wt.term.matches(pod.namespace, pod.labels, labels):
-                            continue
-                        domains = self.domains(wt.term.topology_key)
-                        dom = domains.of_node[row]
-                        if dom < 0:
-                            continue
-                        if wt.term.topology_key not in per_key:
-                            per_key[wt.term.topology_key] = np.zeros(domains.count + 1)
-                        per_key[wt.term.topology_key][dom] += sign * wt.weight
-            for key, doms in per_key.items():
-                total += doms[self.domains(key).of_node]
+            sig = self.signature(pod)
+            for (term, weight), held in self.preferred_holders.items():
+                if not held or not self.term_matches(term, sig):
+                    continue
+                rows = self._rows(held, pod)
+                domains = self.domains(term.topology_key)
+                doms = domains.of_node[rows]
+                doms = doms[doms >= 0]
+                if not doms.size:
+                    continue
+                per_domain = np.zeros(domains.count + 1)
+                np.add.at(per_domain, doms, weight)
+                total += per_domain[domains.of_node]
                 touched = True
         return total if touched else None
 
