@@ -53,7 +53,7 @@ class Domains:
         self.labelled = self.of_node >= 0
 
 
-Signature = tuple[str, tuple[tuple[str, str], ...]]  # what a term matches a pod by: namespace, labels
+Signature = int  # what a term matches a pod by (its namespace and labels), as a small number
 Holder = tuple[PodAffinityTerm, int]  # a term of a placed pod that acts on others, with its signed weight
 
 
@@ -64,6 +64,7 @@ class Counter:
     def __init__(self, state: PodAffinityState, terms: tuple[PodAffinityTerm, ...], key: str) -> None:
         self.state = state
         self.terms = terms
+        self.term_ids = tuple(state.term_id(t) for t in terms)
         self.domains = state.domains(key)
         self.counts = np.zeros(self.domains.count + 1, dtype=np.int64)
         for sig, members in state.by_signature.items():
@@ -72,7 +73,8 @@ class Counter:
                 np.add.at(self.counts, doms[doms >= 0], 1)
 
     def matches(self, sig: Signature) -> bool:
-        return all(self.state.term_matches(t, sig) for t in self.terms)
+        match = self.state.id_matches
+        return all(match(t, sig) for t in self.term_ids)
 
     def move(self, sig: Signature, old: int, new: int) -> None:
         if not self.matches(sig):
@@ -118,12 +120,19 @@ class PodAffinityState:
         self._domains: dict[str, Domains] = {}
         self._counters: dict[tuple[tuple[PodAffinityTerm, ...], str], Counter] = {}
         self._masks: dict[int, _Masks] = {}
-        self._signatures: dict[int, Signature] = {}
-        self._labels_of: dict[Signature, dict[str, str]] = {}
-        self._matches: dict[tuple[PodAffinityTerm, Signature], bool] = {}
+        self._signatures: dict[int, Signature] = {}  # id(pod) -> signature
+        self._signature_ids: dict[tuple[str, tuple[tuple[str, str], ...]], Signature] = {}
+        self._signature_pods: list[PodInfo] = []  # a pod of each signature, for its namespace and labels
+        self._term_ids: dict[int, int] = {}  # id(term) -> number of the (equal) term
+        self._term_numbers: dict[PodAffinityTerm, int] = {}
+        self._terms: list[PodAffinityTerm] = []
+        self._matches: dict[int, bool] = {}  # term number << 32 | signature -> does the term match
         self.by_signature: dict[Signature, dict[int, int]] = {}  # placed pods: signature -> id(pod) -> row
         self.anti_holders: dict[PodAffinityTerm, dict[int, int]] = {}  # required anti term -> id(pod) -> row
         self.preferred_holders: dict[Holder, dict[int, int]] = {}
+        # per signature, the held terms that match it (reset when a new term is held)
+        self._anti_for: dict[Signature, list[tuple[PodAffinityTerm, dict[int, int]]]] = {}
+        self._preferred_for: dict[Signature, list[tuple[Holder, dict[int, int]]]] = {}
         pods = [p for job in ssn.jobs.values() for p in job.pods] + list(ssn.snapshot.foreign_pods)
         with_terms = [p.pod_affinity for p in pods if p.pod_affinity is not None]
         self.any_anti = any(a.anti_required for a in with_terms)  # some pod may impose the symmetric rule
@@ -137,17 +146,36 @@ class PodAffinityState:
     def signature(self, pod: PodInfo) -> Signature:
         sig = self._signatures.get(id(pod))
         if sig is None:
-            sig = self._signatures[id(pod)] = (pod.namespace, tuple(sorted(pod.labels.items())))
-            self._labels_of.setdefault(sig, pod.labels)
+            value = (pod.namespace, tuple(sorted(pod.labels.items())))
+            sig = self._signature_ids.get(value)
+            if sig is None:
+                sig = self._signature_ids[value] = len(self._signature_pods)
+                self._signature_pods.append(pod)
+            self._signatures[id(pod)] = sig
         return sig
 
-    def term_matches(self, term: PodAffinityTerm, sig: Signature) -> bool:
-        key = (term, sig)
+    def term_id(self, term: PodAffinityTerm) -> int:
+        tid = self._term_ids.get(id(term))
+        if tid is None:
+            tid = self._term_numbers.get(term)
+            if tid is None:
+                tid = self._term_numbers[term] = len(self._terms)
+                self._terms.append(term)
+            self._term_ids[id(term)] = tid
+        return tid
+
+    def id_matches(self, tid: int, sig: Signature) -> bool:
+        key = tid << 32 | sig
         found = self._matches.get(key)
         if found is None:
-            namespace = sig[0]
-            found = self._matches[key] = term.matches(namespace, self._labels_of[sig], self.namespaces.get(namespace))
+            pod = self._signature_pods[sig]
+            found = self._matches[key] = self._terms[tid].matches(
+                pod.namespace, pod.labels, self.namespaces.get(pod.namespace)
+            )
         return found
+
+    def term_matches(self, term: PodAffinityTerm, sig: Signature) -> bool:
+        return self.id_matches(self.term_id(term), sig)
 
     def domains(self, key: str) -> Domains:
         found = self._domains.get(key)
@@ -173,9 +201,13 @@ class PodAffinityState:
         terms = pod.pod_affinity
         if terms is None:
             return
+        known = len(self.anti_holders), len(self.preferred_holders)
         holders: list[dict[int, int]] = [self.anti_holders.setdefault(t, {}) for t in terms.anti_required]
         holders += [self.preferred_holders.setdefault((w.term, w.weight), {}) for w in terms.preferred]
         holders += [self.preferred_holders.setdefault((w.term, -w.weight), {}) for w in terms.anti_preferred]
+        if known != (len(self.anti_holders), len(self.preferred_holders)):
+            self._anti_for.clear()
+            self._preferred_for.clear()
         for held in holders:
             if sign > 0:
                 held[pid] = row
@@ -237,9 +269,14 @@ class PodAffinityState:
         if not self.any_anti:
             return None
         sig = self.signature(pod)
+        matching = self._anti_for.get(sig)
+        if matching is None:
+            matching = self._anti_for[sig] = [
+                (term, held) for term, held in self.anti_holders.items() if self.term_matches(term, sig)
+            ]
         blocked: np.ndarray | None = None
-        for term, held in self.anti_holders.items():
-            if not held or not self.term_matches(term, sig):
+        for term, held in matching:
+            if not held:
                 continue
             rows = self._rows(held, pod)
             domains = self.domains(term.topology_key)
@@ -270,8 +307,15 @@ class PodAffinityState:
                     touched = True
         if self.any_preferred:
             sig = self.signature(pod)
-            for (term, weight), held in self.preferred_holders.items():
-                if not held or not self.term_matches(term, sig):
+            matching = self._preferred_for.get(sig)
+            if matching is None:
+                matching = self._preferred_for[sig] = [
+                    (holder, held)
+                    for holder, held in self.preferred_holders.items()
+                    if self.term_matches(holder[0], sig)
+                ]
+            for (term, weight), held in matching:
+                if not held:
                     continue
                 rows = self._rows(held, pod)
                 domains = self.domains(term.topology_key)
