@@ -31,22 +31,21 @@ class Volumes:
         for name in task.claims:
             claim = self.claims.get(f"{task.namespace}/{name}")
             if claim is None:
-                return unresolvable(REASON, f'pod {task.key}: persistentvolumeclaim "{name}" not found')
+                return unresolvable(REASON, f'persistentvolumeclaim "{name}" not found')
             if claim.deleting:
-                return unresolvable(REASON, f'pod {task.key}: persistentvolumeclaim "{name}" is being deleted')
+                return unresolvable(REASON, f'persistentvolumeclaim "{name}" is being deleted')
             if claim.volume:
                 continue
             if claim.storage_class and claim.storage_class not in self.classes:
                 return unresolvable(
                     REASON,
-                    f'pod {task.key}: persistentvolumeclaim "{name}" names '
-                    f'storageclass.storage.k8s.io "{claim.storage_class}", which is not found',
+                    f'persistentvolumeclaim "{name}" names storageclass.storage.k8s.io "{claim.storage_class}", '
+                    "which is not found",
                 )
             if not claim.storage_class or self.classes[claim.storage_class].binding_mode == IMMEDIATE:
                 return unresolvable(
                     REASON,
-                    f"pod {task.key} has unbound immediate PersistentVolumeClaims "
-                    f'(persistentvolumeclaim "{name}" waits for a volume to be bound)',
+                    f'pod has unbound immediate PersistentVolumeClaims ("{name}" waits for its volume to be bound)',
                 )
         return SUCCESS
 
