@@ -24,8 +24,6 @@ del kai.actions  # imported for its registrations
 
 # KAI plugins whose behaviour kai has not built yet, or that have nothing to do offline.
 NOT_BUILT = {
-    "podaffinity",
-    "nominatednode",
     "dynamicresources",
     "snapshot",
     "reflectjoborder",

@@ -402,3 +402,24 @@ def test_terms_the_api_server_rejects_are_refused_naming_the_field(affinity: dic
     with pytest.raises(InvalidInput) as err:
         run([*nodes(1), queue("q"), *solo("p", gpus=1, affinity=affinity)])
     assert "Pod ns/p" in str(err.value) and field in str(err.value)
+
+
+def test_a_job_that_failed_for_its_anti_affinity_does_not_stop_a_look_alike_without_it() -> None:
+    """Scheduling signatures skip a job like one that already failed; pod affinity is part of what a
+    job looks like (as in KAI), so the plain job still reclaims."""
+    dept = {"quota": 2, "overQuotaWeight": 1, "limit": -1}
+    objects = [
+        *nodes(2, gpus=1),
+        queue("dept", gpu=dept),
+        queue("q1", parent="dept", gpu={"quota": 2, "overQuotaWeight": 1, "limit": -1}),
+        queue("q2", parent="dept", gpu={"quota": 0, "overQuotaWeight": 1, "limit": -1}),
+    ]
+    for i in range(2):
+        objects += [podgroup(f"v{i}", "q2"), pod(f"v{i}", group=f"v{i}", gpus=1, labels={"app": "a"}, node=f"n{i}")]
+    objects += [podgroup("picky", "q1", created="2026-01-01T00:00:01Z")]
+    objects += [pod("picky", group="picky", gpus=1, affinity=ANTI_A_HOST, created="2026-01-01T00:00:01Z")]
+    objects += [podgroup("plain", "q1", created="2026-01-01T00:00:02Z")]
+    objects += [pod("plain", group="plain", gpus=1, created="2026-01-01T00:00:02Z")]
+    first = run(objects)["rounds"][0]
+    assert [e["by"] for e in first["evicted"]] == ["ns/plain"]
+    assert [p["pod"] for p in first["pipelined"]] == ["ns/plain"]
