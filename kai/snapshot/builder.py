@@ -809,7 +809,9 @@ class SnapshotBuilder:
 
     def _pod_affinity(self, obj: dict[str, Any], spec: dict[str, Any], namespace: str) -> InterPodAffinity | bool:
         """spec.affinity.podAffinity / podAntiAffinity: the terms, True when there are none, False on a problem."""
-        affinity = spec.get("affinity") or {}
+        affinity = spec.get("affinity")
+        if not affinity or ("podAffinity" not in affinity and "podAntiAffinity" not in affinity):
+            return True
         parts: dict[str, Any] = {}
         for kind, prefix in (("podAffinity", ""), ("podAntiAffinity", "anti_")):
             section = affinity.get(kind) or {}
@@ -898,7 +900,10 @@ class SnapshotBuilder:
         """containers[].ports[] that bind a port on the node (kube-scheduler's NodePorts reads only containers)."""
         ports: list[HostPort] = []
         for c_index, container in enumerate(spec.get("containers") or []):
-            for p_index, port in enumerate((container or {}).get("ports") or [] if isinstance(container, dict) else []):
+            listed = container.get("ports") if isinstance(container, dict) else None
+            if not listed:
+                continue
+            for p_index, port in enumerate(listed):
                 if not isinstance(port, dict) or not port.get("hostPort"):
                     continue
                 number = port["hostPort"]
@@ -914,8 +919,11 @@ class SnapshotBuilder:
     def _claims(name: str, spec: dict[str, Any]) -> tuple[str, ...]:
         """Claim names of spec.volumes: persistentVolumeClaim.claimName, and `<pod>-<volume>` for an
         ephemeral volume (the claim its controller creates)."""
+        volumes = spec.get("volumes")
+        if not volumes:
+            return ()
         claims: list[str] = []
-        for volume in spec.get("volumes") or []:
+        for volume in volumes:
             if not isinstance(volume, dict):
                 continue
             pvc = volume.get("persistentVolumeClaim")
