@@ -130,3 +130,31 @@ def test_a_claim_naming_a_missing_storage_class_waits() -> None:
     result = run([*nodes(), queue("q"), claim("data", storage_class="nope"), *using("p", "data")])
     assert bound(result) == {}
     assert 'storageclass.storage.k8s.io "nope"' in why(result, "p")
+
+
+def test_volume_kinds_the_api_server_rejects_are_refused_naming_the_field() -> None:
+    from kai.api.errors import InvalidInput
+
+    bad_class = storage_class("odd", "Sometimes")
+    bad_volume = volume("v", HOST, ["n0"])
+    bad_volume["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]["operator"] = "Near"
+    try:
+        run([*nodes(), queue("q"), bad_class, bad_volume])
+    except InvalidInput as err:
+        text = str(err)
+    else:
+        raise AssertionError("refused nothing")
+    assert "StorageClass odd: volumeBindingMode" in text
+    assert "PersistentVolume v: spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions" in text
+
+
+def test_a_source_that_does_not_list_claims_checks_none() -> None:
+    """The live scheduler does not watch claims yet: its snapshots say so, and claims are not checked."""
+    from kai.cycle import run_cycle
+    from kai.framework.config import SchedulerConfig
+    from kai.snapshot.builder import build_snapshot
+
+    result = build_snapshot([*nodes(), queue("q"), *using("p", "data")], now=0.0)
+    assert not result.problems
+    decisions = run_cycle(result.snapshot, SchedulerConfig())
+    assert [b.pod for b in decisions.bindings] == ["ns/p"]
