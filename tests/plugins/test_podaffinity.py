@@ -357,6 +357,22 @@ def test_preempt_does_not_place_the_preemptor_beside_its_anti_affine_peer() -> N
     assert running_on(result) == {"ns/high": "n0", "ns/peer": "n1"}
 
 
+@pytest.mark.parametrize("anti_affine", [True, False])
+def test_consolidation_does_not_move_an_anti_affine_peer_away_to_make_room(anti_affine: bool) -> None:
+    """Moving the peer would free its node, but the peer counts there until it is gone: the
+    anti-affine pod waits; without the anti-affinity, consolidation moves the peer."""
+    objects = [*nodes(2, gpus=2), queue("q", gpu=QUOTA)]
+    objects += solo("peer", gpus=1, labels={"app": "a"}, node="n0")
+    objects += solo("fixed", gpus=1, node="n1", priority_class="build")  # non-preemptible: stays
+    objects += solo("p", gpus=2, affinity=ANTI_A_HOST if anti_affine else None, created="2026-01-01T00:00:05Z")
+    first = run(objects)["rounds"][0]
+    if anti_affine:
+        assert first["evicted"] == [] and first["pipelined"] == []
+    else:
+        assert [(e["pod"], e["action"]) for e in first["evicted"]] == [("ns/peer", "consolidation")]
+        assert {p["pod"]: p["node"] for p in first["pipelined"]} == {"ns/p": "n0", "ns/peer": "n1"}
+
+
 def test_reclaim_picks_a_victim_whose_node_the_reclaimer_may_use() -> None:
     dept = {"quota": 4, "overQuotaWeight": 1, "limit": -1}
     objects = [
