@@ -864,7 +864,16 @@ class SnapshotBuilder:
         if not namespaces and ns_selector is None:
             namespaces = [namespace]  # neither given: the pod's own namespace
         # matchLabelKeys / mismatchLabelKeys are merged into labelSelector by the API server when the pod
-        # is created; kube-scheduler (and KAI) read only labelSelector, and so do we.
+        # is created; kube-scheduler (and KAI) read only labelSelector, and so do we. Say so when a key
+        # was evidently not merged (a hand-written snapshot).
+        merged = {r.key for r in selector.match_expressions}
+        for fld in ("matchLabelKeys", "mismatchLabelKeys"):
+            missing = [str(k) for k in raw.get(fld) or [] if str(k) not in merged]
+            if missing:
+                self.warnings.append(
+                    f"Pod {namespace}/{obj['metadata']['name']}: {where}.{fld} {missing} is not in labelSelector: "
+                    "the API server merges it when it creates the pod; the selector is used as written"
+                )
         return PodAffinityTerm(selector, key, frozenset(str(n) for n in namespaces), ns_selector)
 
     def _label_selector(self, obj: dict[str, Any], where: str, raw: Any) -> LabelSelector | None:

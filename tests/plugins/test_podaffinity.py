@@ -5,11 +5,14 @@ earlier in the same cycle, and evicting actions that must not put a pod beside i
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.scenario import bound, node, pod, podgroup, queue, run, running_on
+from kai.snapshot.loader import load_snapshot
+from tests.scenario import bound, node, pod, podgroup, queue, run, running_on, write
 
 HOST = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
@@ -245,6 +248,9 @@ def test_match_label_keys_are_left_to_the_api_server() -> None:
     objects += solo("peer", gpus=1, labels={"app": "a", "version": "1"}, node="n0")
     objects += solo("p", gpus=1, labels={"app": "a", "version": "2"}, affinity=required("podAntiAffinity", anti))
     assert bound(run(objects)) == {"ns/p": "n1"}
+    with tempfile.TemporaryDirectory() as tmp:
+        snapshot = load_snapshot([write(objects, Path(tmp))], 0.0)
+    assert any("matchLabelKeys ['version'] is not in labelSelector" in w for w in snapshot.warnings)
 
 
 # -- preferred terms (the podaffinity score) ------------------------------------------------------
