@@ -228,7 +228,7 @@ class VictimPicker:
 def signature(job: PodGroupInfo) -> tuple[Any, ...]:
     """What decides where a job may go, apart from how much it asks for (resource requests excluded)."""
     pods = frozenset(
-        (p.node_selector, p.required_affinity, p.tolerations, p.priority_class_name)
+        (p.placement_signature, p.priority_class_name)  # selector, affinities, tolerations, host ports, claims
         for p in job.pods
         if p.status in (PodStatus.PENDING, PodStatus.GATED)
     )

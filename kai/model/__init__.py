@@ -8,6 +8,7 @@ from kai.model.cluster import (
     UnsupportedUse,
     unsupported_warnings,
 )
+from kai.model.affinity import HostPort, InterPodAffinity, LabelSelector, PodAffinityTerm, WeightedTerm
 from kai.model.node import NodeInfo
 from kai.model.pod import (
     ACTIVE,
@@ -26,6 +27,7 @@ from kai.model.pod import (
 from kai.model.podgroup import DEFAULT_SUBGROUP, PodGroupInfo, SubGroupInfo, TopologyConstraint
 from kai.model.queue import UNLIMITED, QueueInfo, QueueResource
 from kai.model.resources import CPU, GPU, MEMORY, PODS, QUEUE_RESOURCES, Resources, ResourceSpace
+from kai.model.storage import IMMEDIATE, WAIT_FOR_FIRST_CONSUMER, ClaimInfo, StorageClassInfo, VolumeInfo
 
 __all__ = [
     "ACTIVE",
@@ -36,15 +38,22 @@ __all__ = [
     "DYNAMIC_RESOURCE_ALLOCATION",
     "GPU",
     "HOLDS_NODE",
+    "IMMEDIATE",
     "MEMORY",
     "PODS",
     "QUEUE_RESOURCES",
     "UNLIMITED",
     "UNSUPPORTED_FEATURES",
+    "WAIT_FOR_FIRST_CONSUMER",
+    "ClaimInfo",
     "ClusterSnapshot",
     "GpuRequest",
+    "HostPort",
+    "InterPodAffinity",
+    "LabelSelector",
     "NodeInfo",
     "NodeSelectorTerm",
+    "PodAffinityTerm",
     "PodGroupInfo",
     "PodInfo",
     "PodStatus",
@@ -53,6 +62,7 @@ __all__ = [
     "ResourceSpace",
     "Resources",
     "SelectorRequirement",
+    "StorageClassInfo",
     "SubGroupInfo",
     "Taint",
     "Toleration",
@@ -61,4 +71,6 @@ __all__ = [
     "UnsupportedUse",
     "mig_compute",
     "unsupported_warnings",
+    "VolumeInfo",
+    "WeightedTerm",
 ]

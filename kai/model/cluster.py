@@ -8,6 +8,7 @@ from kai.model.node import NodeInfo
 from kai.model.pod import PodInfo
 from kai.model.podgroup import PodGroupInfo
 from kai.model.queue import QueueInfo
+from kai.model.storage import ClaimInfo, StorageClassInfo, VolumeInfo
 
 
 @dataclass(slots=True)
@@ -80,6 +81,14 @@ class ClusterSnapshot:
     # historical usage as a fraction of the cluster's capacity over the usage window (kai/usage.py).
     # Computed outside the core (kai.usage); empty means no usage history (plain weights).
     queue_usage: dict[str, dict[str, float]] = field(default_factory=dict)
+    # Namespace labels by name (v1 Namespace objects, for pod-affinity namespace selectors).
+    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Volumes (kai.plugins.volumes). `storage_listed`: the source lists every claim, so a claim that
+    # is not here does not exist (False when the source does not read volumes at all: nothing is checked).
+    claims: dict[str, ClaimInfo] = field(default_factory=dict)  # by namespace/name
+    volumes: dict[str, VolumeInfo] = field(default_factory=dict)
+    storage_classes: dict[str, StorageClassInfo] = field(default_factory=dict)
+    storage_listed: bool = False
 
     def all_pods(self) -> list[PodInfo]:
         pods = [p for pg in self.podgroups.values() for p in pg.pods]

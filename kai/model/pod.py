@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kai.model.resources import GPU, Resources
+
+if TYPE_CHECKING:
+    from kai.model.affinity import HostPort, InterPodAffinity
 
 
 class PodStatus(StrEnum):
@@ -153,6 +156,11 @@ class PodInfo:
     tolerations: tuple[Toleration, ...] = ()
     priority_class_name: str = ""
     raw: dict[str, Any] | None = None  # the object as read, for adapters that write it back
+    # Placement rules that depend on other pods and volumes (kai.plugins.podaffinity, nodeports, volumes):
+    pod_affinity: InterPodAffinity | None = None  # spec.affinity.podAffinity / podAntiAffinity
+    host_ports: tuple[HostPort, ...] = ()  # containers[].ports[] with a hostPort
+    claims: tuple[str, ...] = ()  # PersistentVolumeClaim names of spec.volumes, in the pod's namespace
+    nominated_node: str = ""  # status.nominatedNodeName
 
     @property
     def key(self) -> str:
@@ -161,7 +169,14 @@ class PodInfo:
     @property
     def placement_signature(self) -> tuple[Any, ...]:
         """Everything that decides which nodes may host the pod, apart from free resources."""
-        return (self.node_selector, self.required_affinity, self.tolerations)
+        return (
+            self.node_selector,
+            self.required_affinity,
+            self.tolerations,
+            self.pod_affinity,
+            self.host_ports,
+            self.claims,
+        )
 
     @property
     def needs_gpu(self) -> bool:
@@ -189,4 +204,8 @@ class PodInfo:
             self.tolerations,
             self.priority_class_name,
             self.raw,
+            self.pod_affinity,
+            self.host_ports,
+            self.claims,
+            self.nominated_node,
         )

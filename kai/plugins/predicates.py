@@ -1,5 +1,7 @@
 """predicates: which nodes may host a pod at all — node selector, required node affinity, taints and
-tolerations — plus the pre-check that the pod fits on the largest node of the cluster.
+tolerations, host ports (kai.plugins.nodeports), required pod affinity and anti-affinity
+(kai.plugins.podaffinity), volumes (kai.plugins.volumes) — plus the pre-check that the pod fits on the
+largest node of the cluster.
 
 Free resources, pod slots and node usability are checked by the placement core;
 this plugin owns the label- and taint-based rules. Masks are cached per
@@ -17,6 +19,7 @@ from kai.framework.plugin import register_plugin
 from kai.framework.session import NamedFilter, Session
 from kai.framework.status import SUCCESS, Status, unresolvable
 from kai.model import CPU, GPU, MEMORY, NodeInfo, PodInfo
+from kai.plugins import nodeports, podaffinity, volumes
 
 HARD_EFFECTS = ("NoSchedule", "NoExecute")
 
@@ -76,6 +79,10 @@ class PredicatesPlugin:
                 self._filter("taints", tolerates, lambda t: t.tolerations, always=True),
             )
         )
+        # kube-scheduler's filters that depend on other pods and on volumes, in its order.
+        nodeports.register_filter(ssn)
+        podaffinity.register_filters(ssn)
+        volumes.register(ssn)
 
     def _filter(self, kind: str, predicate: Any, signature: Any, always: bool = False) -> Any:
         infos = self.ssn.nodes.infos

@@ -50,6 +50,11 @@ def apply_decisions(snapshot: ClusterSnapshot, decisions: Decisions) -> ClusterS
         warnings=snapshot.warnings,
         unsupported=snapshot.unsupported,
         queue_usage=snapshot.queue_usage,
+        namespaces=snapshot.namespaces,
+        claims=snapshot.claims,
+        volumes=snapshot.volumes,
+        storage_classes=snapshot.storage_classes,
+        storage_listed=snapshot.storage_listed,
     )
 
 

@@ -27,10 +27,15 @@ from kai.model import (
     MEMORY,
     PODS,
     UNLIMITED,
+    ClaimInfo,
     ClusterSnapshot,
     GpuRequest,
+    HostPort,
+    InterPodAffinity,
+    LabelSelector,
     NodeInfo,
     NodeSelectorTerm,
+    PodAffinityTerm,
     PodGroupInfo,
     PodInfo,
     PodStatus,
@@ -38,6 +43,7 @@ from kai.model import (
     QueueResource,
     Resources,
     SelectorRequirement,
+    StorageClassInfo,
     SubGroupInfo,
     Taint,
     Toleration,
@@ -45,11 +51,19 @@ from kai.model import (
     TopologyInfo,
     UnsupportedUse,
     unsupported_warnings,
+    VolumeInfo,
+    WeightedTerm,
 )
+from kai.model.affinity import WILDCARD_IP
+from kai.model.storage import IMMEDIATE, WAIT_FOR_FIRST_CONSUMER
 
 MB = 1_000_000.0
 DRA_KINDS = {"DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate"}
 PRESSURE_CONDITIONS = {"MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable"}
+STORAGE_KINDS = ("Namespace", "PersistentVolumeClaim", "PersistentVolume", "StorageClass")
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # the API server sets it on every namespace
+DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
+LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 
 @dataclass
@@ -72,13 +86,14 @@ def _describe(kind: str, obj: dict[str, Any]) -> str:
 class SnapshotBuilder:
     """Collects objects by kind, then builds the snapshot in dependency order."""
 
-    def __init__(self, now: float, scheduler_name: str = keys.SCHEDULER_NAME) -> None:
+    def __init__(self, now: float, scheduler_name: str = keys.SCHEDULER_NAME, storage_listed: bool = False) -> None:
         self.now = now
         self.scheduler_name = scheduler_name
+        self.storage_listed = storage_listed
         self.problems: list[Problem] = []
         self.warnings: list[str] = []
         self.by_kind: dict[str, list[dict[str, Any]]] = {
-            k: [] for k in ("Node", "Queue", "PodGroup", "PriorityClass", "Pod", "Topology")
+            k: [] for k in ("Node", "Queue", "PodGroup", "PriorityClass", "Pod", "Topology", *STORAGE_KINDS)
         }
 
     # -- intake -------------------------------------------------------------------------------
@@ -94,6 +109,10 @@ class SnapshotBuilder:
                 ("scheduling.run.ai", "PodGroup"),
                 ("scheduling.k8s.io", "PriorityClass"),
                 ("kai.scheduler", "Topology"),
+                ("", "Namespace"),
+                ("", "PersistentVolumeClaim"),
+                ("", "PersistentVolume"),
+                ("storage.k8s.io", "StorageClass"),
             }
             if (group, kind) in accepted:
                 if not isinstance(obj.get("metadata"), dict) or not obj["metadata"].get("name"):
@@ -130,6 +149,7 @@ class SnapshotBuilder:
         snapshot.nodes = self._nodes()
         snapshot.topologies = self._topologies()
         snapshot.queues = self._queues()
+        self._namespaces_and_storage(snapshot)
         self._podgroups_and_pods(snapshot)
         snapshot.warnings = self.warnings + unsupported_warnings(snapshot.unsupported)
         return BuildResult(snapshot, self.problems)
@@ -382,6 +402,52 @@ class SnapshotBuilder:
             return False
         return True
 
+    # -- namespaces and volumes -----------------------------------------------------------------
+    def _namespaces_and_storage(self, snapshot: ClusterSnapshot) -> None:
+        for obj in self.by_kind["Namespace"]:
+            name = obj["metadata"]["name"]
+            labels = {str(k): str(v) for k, v in (obj["metadata"].get("labels") or {}).items()}
+            labels.setdefault(NAMESPACE_NAME_LABEL, name)
+            snapshot.namespaces[name] = labels
+        snapshot.storage_listed = self.storage_listed
+        for obj in self.by_kind["StorageClass"]:
+            name = obj["metadata"]["name"]
+            mode = str(obj.get("volumeBindingMode") or IMMEDIATE)
+            if mode not in (IMMEDIATE, WAIT_FOR_FIRST_CONSUMER):
+                self._problem(
+                    "StorageClass", obj, "volumeBindingMode", f"must be {IMMEDIATE} or {WAIT_FOR_FIRST_CONSUMER}"
+                )
+                continue
+            default = str((obj["metadata"].get("annotations") or {}).get(DEFAULT_CLASS_ANNOTATION, "")) == "true"
+            snapshot.storage_classes[name] = StorageClassInfo(name, mode, default)
+        for obj in self.by_kind["PersistentVolume"]:
+            name = obj["metadata"]["name"]
+            spec = obj.get("spec") or {}
+            required = ((spec.get("nodeAffinity") or {}).get("required") or {}).get("nodeSelectorTerms") or []
+            terms = self._node_selector_terms(
+                "PersistentVolume", obj, "spec.nodeAffinity.required.nodeSelectorTerms", required
+            )
+            if terms is None:
+                continue
+            snapshot.volumes[name] = VolumeInfo(name, terms)
+        # A claim written without a class gets the default class, as the API server's admission does.
+        default_class = min((c.name for c in snapshot.storage_classes.values() if c.default), default="")
+        for obj in self.by_kind["PersistentVolumeClaim"]:
+            meta, spec = obj["metadata"], obj.get("spec") or {}
+            namespace = str(meta.get("namespace") or "default")
+            annotations = meta.get("annotations") or {}
+            storage_class = spec.get("storageClassName")
+            if storage_class is None:  # the beta annotation, which the API server still honours
+                storage_class = annotations.get("volume.beta.kubernetes.io/storage-class")
+            claim = ClaimInfo(
+                namespace,
+                meta["name"],
+                str(spec.get("volumeName") or ""),
+                default_class if storage_class is None else str(storage_class),
+                bool(meta.get("deletionTimestamp")),
+            )
+            snapshot.claims[f"{namespace}/{claim.name}"] = claim
+
     # -- pod groups and pods --------------------------------------------------------------------
     def _podgroups_and_pods(self, snapshot: ClusterSnapshot) -> None:
         groups: dict[str, PodGroupInfo] = {}
@@ -610,7 +676,9 @@ class SnapshotBuilder:
             groups.append(labels[keys.GPU_GROUP_LABEL])
         groups.extend(sorted(v for k, v in labels.items() if k.startswith(keys.MULTI_GPU_GROUP_LABEL_PREFIX)))
         affinity = self._required_affinity(obj, spec)
-        if affinity is None:
+        pod_affinity = self._pod_affinity(obj, spec, namespace)
+        host_ports = self._host_ports(obj, spec)
+        if affinity is None or pod_affinity is False or host_ports is None:
             return None
         return PodInfo(
             namespace=namespace,
@@ -640,6 +708,10 @@ class SnapshotBuilder:
             ),
             priority_class_name=str(spec.get("priorityClassName") or ""),
             raw=obj,
+            pod_affinity=pod_affinity if isinstance(pod_affinity, InterPodAffinity) else None,
+            host_ports=host_ports,
+            claims=self._claims(str(meta["name"]), spec),
+            nominated_node=str(status.get("nominatedNodeName") or ""),
         )
 
     @staticmethod
@@ -737,15 +809,20 @@ class SnapshotBuilder:
         required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
         if not required:
             return ()
-        terms = []
         where = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
-        for index, term in enumerate(required.get("nodeSelectorTerms") or []):
+        return self._node_selector_terms("Pod", obj, where, required.get("nodeSelectorTerms") or [])
+
+    def _node_selector_terms(
+        self, kind: str, obj: dict[str, Any], where: str, raw: Any
+    ) -> tuple[NodeSelectorTerm, ...] | None:
+        terms = []
+        for index, term in enumerate(raw if isinstance(raw, list) else []):
             parsed: dict[str, list[SelectorRequirement]] = {"matchExpressions": [], "matchFields": []}
             for section in parsed:
                 for expr in (term or {}).get(section) or []:
                     op = expr.get("operator")
                     if op not in ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"):
-                        self._problem("Pod", obj, f"{where}[{index}].{section}", f"has unknown operator {op!r}")
+                        self._problem(kind, obj, f"{where}[{index}].{section}", f"has unknown operator {op!r}")
                         return None
                     parsed[section].append(
                         SelectorRequirement(
@@ -755,11 +832,151 @@ class SnapshotBuilder:
             terms.append(NodeSelectorTerm(tuple(parsed["matchExpressions"]), tuple(parsed["matchFields"])))
         return tuple(terms)
 
+    def _pod_affinity(self, obj: dict[str, Any], spec: dict[str, Any], namespace: str) -> InterPodAffinity | bool:
+        """spec.affinity.podAffinity / podAntiAffinity: the terms, True when there are none, False on a problem."""
+        affinity = spec.get("affinity")
+        if not affinity or ("podAffinity" not in affinity and "podAntiAffinity" not in affinity):
+            return True
+        parts: dict[str, Any] = {}
+        for kind, prefix in (("podAffinity", ""), ("podAntiAffinity", "anti_")):
+            section = affinity.get(kind) or {}
+            where = f"spec.affinity.{kind}"
+            required = []
+            for index, raw in enumerate(section.get("requiredDuringSchedulingIgnoredDuringExecution") or []):
+                term = self._affinity_term(
+                    obj, f"{where}.requiredDuringSchedulingIgnoredDuringExecution[{index}]", raw, namespace
+                )
+                if term is None:
+                    return False
+                required.append(term)
+            preferred = []
+            for index, raw in enumerate(section.get("preferredDuringSchedulingIgnoredDuringExecution") or []):
+                at = f"{where}.preferredDuringSchedulingIgnoredDuringExecution[{index}]"
+                weight = (raw or {}).get("weight") if isinstance(raw, dict) else None
+                if not isinstance(weight, int) or isinstance(weight, bool) or not 1 <= weight <= 100:
+                    self._problem("Pod", obj, f"{at}.weight", f"must be a whole number from 1 to 100, got {weight!r}")
+                    return False
+                term = self._affinity_term(obj, f"{at}.podAffinityTerm", raw.get("podAffinityTerm"), namespace)
+                if term is None:
+                    return False
+                preferred.append(WeightedTerm(weight, term))
+            parts[f"{prefix}required"] = tuple(required)
+            parts[f"{prefix}preferred"] = tuple(preferred)
+        if not any(parts.values()):
+            return True
+        return InterPodAffinity(**parts)
+
+    def _affinity_term(self, obj: dict[str, Any], where: str, raw: Any, namespace: str) -> PodAffinityTerm | None:
+        if not isinstance(raw, dict):
+            self._problem("Pod", obj, where, "must be a pod affinity term (labelSelector, topologyKey, ...)")
+            return None
+        key = raw.get("topologyKey")
+        if not isinstance(key, str) or not key:
+            self._problem("Pod", obj, f"{where}.topologyKey", "is required")
+            return None
+        selector = self._label_selector(obj, f"{where}.labelSelector", raw.get("labelSelector"))
+        if selector is None:
+            return None
+        namespaces = raw.get("namespaces") or []
+        if not isinstance(namespaces, list):
+            self._problem("Pod", obj, f"{where}.namespaces", "must be a list of namespace names")
+            return None
+        ns_selector = None
+        if raw.get("namespaceSelector") is not None:
+            ns_selector = self._label_selector(obj, f"{where}.namespaceSelector", raw["namespaceSelector"])
+            if ns_selector is None:
+                return None
+        if not namespaces and ns_selector is None:
+            namespaces = [namespace]  # neither given: the pod's own namespace
+        # matchLabelKeys / mismatchLabelKeys are merged into labelSelector by the API server when the pod
+        # is created; kube-scheduler (and KAI) read only labelSelector, and so do we. Say so when a key
+        # was evidently not merged (a hand-written snapshot).
+        merged = {r.key for r in selector.match_expressions}
+        for fld in ("matchLabelKeys", "mismatchLabelKeys"):
+            missing = [str(k) for k in raw.get(fld) or [] if str(k) not in merged]
+            if missing:
+                self.warnings.append(
+                    f"Pod {namespace}/{obj['metadata']['name']}: {where}.{fld} {missing} is not in labelSelector: "
+                    "the API server merges it when it creates the pod; the selector is used as written"
+                )
+        return PodAffinityTerm(selector, key, frozenset(str(n) for n in namespaces), ns_selector)
+
+    def _label_selector(self, obj: dict[str, Any], where: str, raw: Any) -> LabelSelector | None:
+        if raw is None:
+            return LabelSelector(nothing=True)  # a null selector matches no pod
+        if not isinstance(raw, dict):
+            self._problem("Pod", obj, where, "must be a label selector (matchLabels, matchExpressions)")
+            return None
+        labels = raw.get("matchLabels") or {}
+        if not isinstance(labels, dict):
+            self._problem("Pod", obj, f"{where}.matchLabels", "must be a map of label to value")
+            return None
+        exprs = []
+        for index, expr in enumerate(raw.get("matchExpressions") or []):
+            op = (expr or {}).get("operator") if isinstance(expr, dict) else None
+            values = tuple(str(v) for v in (expr.get("values") or [])) if isinstance(expr, dict) else ()
+            if op not in LABEL_OPERATORS:
+                self._problem(
+                    "Pod",
+                    obj,
+                    f"{where}.matchExpressions[{index}].operator",
+                    f"must be one of {', '.join(LABEL_OPERATORS)}, got {op!r}",
+                )
+                return None
+            if (op in ("In", "NotIn")) != bool(values):
+                need = "must list values" if op in ("In", "NotIn") else "must not list values"
+                self._problem("Pod", obj, f"{where}.matchExpressions[{index}].values", f"{need} for operator {op}")
+                return None
+            exprs.append(SelectorRequirement(str(expr.get("key", "")), op, values))
+        return LabelSelector(tuple(sorted((str(k), str(v)) for k, v in labels.items())), tuple(exprs))
+
+    def _host_ports(self, obj: dict[str, Any], spec: dict[str, Any]) -> tuple[HostPort, ...] | None:
+        """containers[].ports[] that bind a port on the node (kube-scheduler's NodePorts reads only containers)."""
+        ports: list[HostPort] = []
+        for c_index, container in enumerate(spec.get("containers") or []):
+            listed = container.get("ports") if isinstance(container, dict) else None
+            if not listed:
+                continue
+            for p_index, port in enumerate(listed):
+                if not isinstance(port, dict) or not port.get("hostPort"):
+                    continue
+                number = port["hostPort"]
+                if not isinstance(number, int) or isinstance(number, bool) or not 0 < number < 65536:
+                    where = f"spec.containers[{c_index}].ports[{p_index}].hostPort"
+                    self._problem("Pod", obj, where, f"must be a port number from 1 to 65535, got {number!r}")
+                    return None
+                protocol = str(port.get("protocol") or "TCP")
+                ports.append(HostPort(protocol, str(port.get("hostIP") or WILDCARD_IP), number))
+        return tuple(ports)
+
+    @staticmethod
+    def _claims(name: str, spec: dict[str, Any]) -> tuple[str, ...]:
+        """Claim names of spec.volumes: persistentVolumeClaim.claimName, and `<pod>-<volume>` for an
+        ephemeral volume (the claim its controller creates)."""
+        volumes = spec.get("volumes")
+        if not volumes:
+            return ()
+        claims: list[str] = []
+        for volume in volumes:
+            if not isinstance(volume, dict):
+                continue
+            pvc = volume.get("persistentVolumeClaim")
+            if isinstance(pvc, dict) and pvc.get("claimName"):
+                claims.append(str(pvc["claimName"]))
+            elif isinstance(volume.get("ephemeral"), dict):
+                claims.append(f"{name}-{volume.get('name', '')}")
+        return tuple(dict.fromkeys(claims))
+
 
 def build_snapshot(
-    objects: Iterable[dict[str, Any]], now: float, scheduler_name: str = keys.SCHEDULER_NAME
+    objects: Iterable[dict[str, Any]],
+    now: float,
+    scheduler_name: str = keys.SCHEDULER_NAME,
+    storage_listed: bool = False,
 ) -> BuildResult:
-    builder = SnapshotBuilder(now, scheduler_name)
+    """`storage_listed`: the objects include every PersistentVolumeClaim there is (a snapshot file);
+    False for a source that does not read volumes, where claims are then not checked."""
+    builder = SnapshotBuilder(now, scheduler_name, storage_listed)
     collecting = gc.isenabled()
     gc.disable()  # tens of thousands of new objects, none cyclic: spare the collector's rescans
     try:

@@ -26,7 +26,7 @@ from kai.snapshot.reader import read_objects
 def load_snapshot(paths: list[str | Path], now: float, scheduler_name: str = keys.SCHEDULER_NAME) -> ClusterSnapshot:
     """The snapshot in the files; raises InvalidInput listing every problem found."""
     objects, problems = read_objects(paths)
-    result = build_snapshot(objects, now, scheduler_name)
+    result = build_snapshot(objects, now, scheduler_name, storage_listed=True)  # the files are the whole cluster
     problems.extend(result.problems)
     if problems:
         raise InvalidInput(problems)

@@ -1,0 +1,34 @@
+"""nominatednode: +1,000,000 for the node named in the pod's `status.nominatedNodeName` (KAI's
+magnitude, above every other score but a large pod-affinity preference)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kai.framework.plugin import register_plugin
+from kai.framework.session import PlacementContext, Session
+
+SCORE = 1_000_000.0
+
+
+@dataclass
+class NominatedNodePlugin:
+    name: str = "nominatednode"
+
+    def on_session_open(self, ssn: Session) -> None:
+        if not any(p.nominated_node for job in ssn.jobs.values() for p in job.pods):
+            return
+        index = ssn.nodes.index
+
+        def score(ctx: PlacementContext) -> np.ndarray | float:
+            row = index.get(ctx.task.nominated_node, -1) if ctx.task.nominated_node else -1
+            if row < 0:
+                return 0.0
+            return (ctx.candidates == row) * SCORE
+
+        ssn.hooks.node_scorers.append(score)
+
+
+register_plugin("nominatednode")(lambda args: NominatedNodePlugin())
