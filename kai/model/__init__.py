@@ -1,5 +1,6 @@
 """The scheduler's view of a cluster: resource vectors, nodes, pods, pod groups, queues."""
 
+from kai.model.affinity import HostPort, InterPodAffinity, LabelSelector, PodAffinityTerm, WeightedTerm
 from kai.model.cluster import (
     DYNAMIC_RESOURCE_ALLOCATION,
     UNSUPPORTED_FEATURES,
@@ -8,7 +9,6 @@ from kai.model.cluster import (
     UnsupportedUse,
     unsupported_warnings,
 )
-from kai.model.affinity import HostPort, InterPodAffinity, LabelSelector, PodAffinityTerm, WeightedTerm
 from kai.model.node import NodeInfo
 from kai.model.pod import (
     ACTIVE,
@@ -69,8 +69,8 @@ __all__ = [
     "TopologyConstraint",
     "TopologyInfo",
     "UnsupportedUse",
-    "mig_compute",
-    "unsupported_warnings",
     "VolumeInfo",
     "WeightedTerm",
+    "mig_compute",
+    "unsupported_warnings",
 ]

@@ -50,9 +50,9 @@ from kai.model import (
     TopologyConstraint,
     TopologyInfo,
     UnsupportedUse,
-    unsupported_warnings,
     VolumeInfo,
     WeightedTerm,
+    unsupported_warnings,
 )
 from kai.model.affinity import WILDCARD_IP
 from kai.model.storage import IMMEDIATE, WAIT_FOR_FIRST_CONSUMER
