@@ -46,7 +46,11 @@ class JobQueue:
         self.last: dict[str, str] = {}  # parent queue -> the child the last job popped under it came from
         self.heaps: dict[str, list[tuple[tuple[Any, ...], int, PodGroupInfo]]] = {}
         self._seq = itertools.count()
-        self.roots = sorted(q.name for q in ssn.queues.values() if not q.parent)
+        queues = ssn.queues
+        if ssn.config.params.full_hierarchy_fairness:
+            self.roots = sorted(n for n, q in queues.items() if not q.parent)
+        else:  # fairness among second-level queues only: they are compared as siblings (top-level leaves vanish)
+            self.roots = sorted(n for n, q in queues.items() if q.parent in queues and not queues[q.parent].parent)
         for job in jobs:
             self.push(job)
 

@@ -290,3 +290,17 @@ EXPECTED = {
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_queue_order(name: str) -> None:
     assert winner(SCENARIOS[name]()) == EXPECTED[name]
+
+
+def test_without_full_hierarchy_fairness_second_level_queues_are_compared_as_siblings() -> None:
+    # The departments scenario with fullHierarchyFairness off: the teams are compared directly, and tx
+    # (within its quota of 4 with its job) goes before ty (over its quota of 0).
+    config = {**ALLOCATE, "schedulerParams": {"fullHierarchyFairness": False}}
+    assert winner(departments(), config) == ["x-next-0"]
+
+
+def test_without_full_hierarchy_fairness_a_top_level_queue_schedules_nothing() -> None:
+    objects = [node("n1", gpus=4), queue("solo", gpu=gpu(2)), queue("d", gpu=gpu(2)), queue("t", "d", gpu=gpu(2))]
+    objects += [*job("js", "solo"), *job("jt", "t")]
+    config = {**ALLOCATE, "schedulerParams": {"fullHierarchyFairness": False}}
+    assert winner(objects, config) == ["jt-0"]
