@@ -1,8 +1,12 @@
 """The job queue: a tree mirroring the queue hierarchy, with a heap of jobs at every leaf queue.
 
-`pop` walks from the top: at each level the child queue whose best job ranks
-first under the queue order wins (queue order is dynamic, so it is evaluated
-at every pop); at the leaf the job order decides.
+`pop` walks from the top: at each level the child queue that ranks first under the queue order
+wins (the order is evaluated at every pop, on the queues' allocation at that moment); at the leaf the
+job order decides. A child is compared with its siblings through the job that stands for it: a leaf
+queue's first job; for a parent queue, as in KAI, whatever stands for the child it was last popped
+from, while that child still has jobs - its children are ordered again only at the next pop from it.
+So after a department's team ran a job, the department is ranked by that team's next job, even if
+another of its teams would now rank first inside it.
 """
 
 from __future__ import annotations
@@ -39,9 +43,14 @@ class JobQueue:
         self.depth = None if depth is None or depth == -1 else max(depth, 0)
         self.defer_for_pop = defer_for_pop
         self.deferred: list[PodGroupInfo] = []
+        self.last: dict[str, str] = {}  # parent queue -> the child the last job popped under it came from
         self.heaps: dict[str, list[tuple[tuple[Any, ...], int, PodGroupInfo]]] = {}
         self._seq = itertools.count()
-        self.roots = sorted(q.name for q in ssn.queues.values() if not q.parent)
+        queues = ssn.queues
+        if ssn.config.params.full_hierarchy_fairness:
+            self.roots = sorted(n for n, q in queues.items() if not q.parent)
+        else:  # fairness among second-level queues only: they are compared as siblings (top-level leaves vanish)
+            self.roots = sorted(n for n, q in queues.items() if q.parent in queues and not queues[q.parent].parent)
         for job in jobs:
             self.push(job)
 
@@ -58,26 +67,47 @@ class JobQueue:
     def __bool__(self) -> bool:
         return bool(self.deferred) or any(self.heaps.values())
 
-    def _best(self, names: Iterable[str], skip: Skip | None) -> tuple[str, PodGroupInfo] | None:
+    def _rep(self, name: str, skip: Skip | None) -> PodGroupInfo | None:
+        """The job that stands for queue `name` when its parent compares it with its siblings: a leaf's
+        first job; for a parent queue, the job standing for the child it was last popped from, while that
+        child has one (a queue's children are ordered again only when a job is popped from it), else
+        for its best child."""
+        queue = self.ssn.queues[name]
+        if queue.is_leaf:
+            heap = self.heaps.get(name)
+            while heap and skip is not None and skip(heap[0][2]):
+                self.deferred.append(heapq.heappop(heap)[2])
+            return heap[0][2] if heap else None
+        last = self.last.get(name)
+        if last is not None:
+            job = self._rep(last, skip)
+            if job is not None:
+                return job
+        found = self._choose(queue.children, skip)
+        return None if found is None else found[1]
+
+    def _choose(self, names: Iterable[str], skip: Skip | None) -> tuple[str, PodGroupInfo] | None:
+        """The child queue that ranks first under the queue order, with the job standing for it."""
         best: tuple[tuple[Any, ...], str, PodGroupInfo] | None = None
         for name in names:
-            queue = self.ssn.queues[name]
-            if queue.is_leaf:
-                heap = self.heaps.get(name)
-                while heap and skip is not None and skip(heap[0][2]):
-                    self.deferred.append(heapq.heappop(heap)[2])
-                found = (name, heap[0][2]) if heap else None
-            else:
-                found = self._best(queue.children, skip)
-            if found is None:
+            job = self._rep(name, skip)
+            if job is None:
                 continue
-            key = self.ssn.queue_key(queue, found[1])
+            key = self.ssn.queue_key(self.ssn.queues[name], job)
             if best is None or key < best[0]:
-                best = (key, found[0], found[1])
+                best = (key, name, job)
         return None if best is None else (best[1], best[2])
 
     def pop(self) -> PodGroupInfo | None:
-        found = self._best(self.roots, self.defer_for_pop() if self.defer_for_pop else None)
-        if found is None:
-            return self.deferred.pop(0) if self.deferred else None
-        return heapq.heappop(self.heaps[found[0]])[2]
+        skip = self.defer_for_pop() if self.defer_for_pop else None
+        names: Iterable[str] = self.roots
+        parent: str | None = None
+        while (found := self._choose(names, skip)) is not None:
+            name = found[0]
+            if parent is not None:
+                self.last[parent] = name
+            queue = self.ssn.queues[name]
+            if queue.is_leaf:
+                return heapq.heappop(self.heaps[name])[2]
+            names, parent = queue.children, name
+        return self.deferred.pop(0) if self.deferred else None

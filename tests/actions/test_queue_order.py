@@ -194,6 +194,31 @@ def departments() -> list[dict]:
     ]
 
 
+def department_ranked_by_its_last_team() -> list[dict]:
+    # 10 GPUs, 2 free (c in d2 runs 8 and may get nothing: weight 0). d1's fair share is 9, d0's 1 (all
+    # it asks for). In d1, team tx (quota 2) has a 1-GPU job and then a 16-GPU one, team ty (quota 0) a
+    # 1-GPU job; d0's team tw a 1-GPU job. First tx's small job (d1 at 1 of 9 with it). Then d1 is ranked
+    # by the team it last ran a job from, tx, whose next job (16 GPUs) puts d1 at 17 of 9: d0 (1 of 1)
+    # goes first. Were d1 ranked by its best team now (ty: 2 of 9), ty's job would take the second GPU.
+    return [
+        node("n1", gpus=10),
+        queue("d0", gpu=gpu(0), created=OLD),
+        queue("d1", gpu=gpu(0), created=OLD),
+        queue("d2", gpu=gpu(0, weight=0), created=OLD),
+        queue("tw", "d0", gpu=gpu(0), created=OLD),
+        queue("tx", "d1", gpu=gpu(2), created=OLD),
+        queue("ty", "d1", gpu=gpu(0), created=OLD),
+        queue("tc", "d2", gpu=gpu(0, weight=0), created=OLD),
+        *job("c-running", "tc", on="n1", size=8),
+        podgroup("x-small", "tx", created=OLD),
+        pod("x-small", group="x-small", gpus=1),
+        podgroup("x-big", "tx", created=NEW),
+        pod("x-big", group="x-big", gpus=16),
+        *job("y-next", "ty"),
+        *job("w-next", "tw"),
+    ]
+
+
 def elastic_requeued() -> list[dict]:
     # Elastic e (min 1, 3 pods) in a, single f in b, 2 GPUs, equal shares of 1: e gets one pod, goes back
     # into the queue, and b is then ahead (a: 2 of 1 with its next pod; b: 1 of 1).
@@ -233,6 +258,7 @@ SCENARIOS = {
     "older-a": lambda: equal_queues(OLD, NEW),
     "same-age": lambda: equal_queues(OLD, OLD),
     "departments": departments,
+    "department-last-team": department_ranked_by_its_last_team,
     "elastic-requeued": elastic_requeued,
 }
 
@@ -256,6 +282,7 @@ EXPECTED = {
     "older-a": ["a-next-0"],
     "same-age": ["a-next-0"],  # kai: by name (KAI: either)
     "departments": ["y-next-0"],
+    "department-last-team": ["w-next-0", "x-small"],
     "elastic-requeued": ["e-0", "f-0"],
 }
 
@@ -263,3 +290,17 @@ EXPECTED = {
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_queue_order(name: str) -> None:
     assert winner(SCENARIOS[name]()) == EXPECTED[name]
+
+
+def test_without_full_hierarchy_fairness_second_level_queues_are_compared_as_siblings() -> None:
+    # The departments scenario with fullHierarchyFairness off: the teams are compared directly, and tx
+    # (within its quota of 4 with its job) goes before ty (over its quota of 0).
+    config = {**ALLOCATE, "schedulerParams": {"fullHierarchyFairness": False}}
+    assert winner(departments(), config) == ["x-next-0"]
+
+
+def test_without_full_hierarchy_fairness_a_top_level_queue_schedules_nothing() -> None:
+    objects = [node("n1", gpus=4), queue("solo", gpu=gpu(2)), queue("d", gpu=gpu(2)), queue("t", "d", gpu=gpu(2))]
+    objects += [*job("js", "solo"), *job("jt", "t")]
+    config = {**ALLOCATE, "schedulerParams": {"fullHierarchyFairness": False}}
+    assert winner(objects, config) == ["jt-0"]
