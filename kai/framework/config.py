@@ -50,6 +50,11 @@ class SchedulerParams:
     # Disruption budget (kai's own, not KAI's): negative = off.
     max_evicted_gpu_ratio: float = -1.0  # GPUs evicted for one preemptor per cycle / GPUs it requests
     max_evicted_gpus_per_queue: float = -1.0  # GPUs evicted from one (victim leaf) queue per cycle
+    # kai's protective eviction rules (not KAI's): off by default, see kai/actions/NOTES.md.
+    reclaim_keeps_victim_share: bool = False  # a reclaim chunk never takes its queue below share / quota
+    reclaim_spares_queues_within_quota: bool = False  # a queue within quota at cycle start keeps its pods
+    spare_jobs_placed_this_cycle: bool = False  # pods placed earlier in the cycle are never victims
+    evict_elastic_extras_first: bool = False  # in a victim queue, elastic extras go before any gang
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +103,10 @@ _PARAM_FIELDS: dict[str, tuple[str, type]] = {
     "useSchedulingSignatures": ("use_scheduling_signatures", bool),
     "maxEvictedToRequestedGpuRatio": ("max_evicted_gpu_ratio", float),
     "maxEvictedGpusPerQueuePerCycle": ("max_evicted_gpus_per_queue", float),
+    "reclaimKeepsVictimShare": ("reclaim_keeps_victim_share", bool),
+    "reclaimSparesQueuesWithinQuota": ("reclaim_spares_queues_within_quota", bool),
+    "spareJobsPlacedThisCycle": ("spare_jobs_placed_this_cycle", bool),
+    "evictElasticExtrasFirst": ("evict_elastic_extras_first", bool),
 }
 
 
