@@ -241,7 +241,9 @@ class VictimPicker:
                     kids.append(name)
                 self.left[name] = self.left.get(name, 0) + len(heaps[leaf])
                 parent = name
-        self.queue_keys: dict[str, tuple[Any, ...]] = {}  # valid until the session state changes
+        self.handed: set[int] = set()  # ids of the jobs handed out (max_jobs counts them)
+        # per queue: its key, leaf and next victim pods; valid until the session state or its subtree changes
+        self.queue_keys: dict[str, tuple[tuple[Any, ...], str, list[PodInfo], bool]] = {}
         self.picked: dict[str, list[PodInfo]] = {q: [] for q in self.left}  # per queue subtree: pods handed out
 
     def state_changed(self) -> None:
@@ -250,61 +252,81 @@ class VictimPicker:
         self.queue_keys.clear()
         self.picked = {q: [t for t in pods if t.status in ACTIVE] for q, pods in self.picked.items()}
 
-    def _leaf(self) -> str | None:
-        """The next leaf queue to give up a victim, chosen level by level."""
-        ssn, keys = self.ssn, self.queue_keys
-        parent = ""
-        while parent == "" or parent in self.children:
-            best_key: tuple[Any, ...] | None = None
-            best_name = ""
-            for name in self.children.get(parent, ()):
-                if not self.left[name]:
-                    continue
-                key = keys.get(name)
-                if key is None:
-                    key = keys[name] = ssn.victim_queue_key(ssn.queues[name], self.picked[name])
-                if best_key is None or key < best_key:
-                    best_key, best_name = key, name
-            if best_key is None:
+    def _top(self, leaf: str) -> tuple[list[PodInfo], bool] | None:
+        """The pods the leaf queue's first job in victim order would give up next (and whether they are
+        an elastic extra); jobs that may not be victims of this preemptor leave the heap."""
+        ssn, heap = self.ssn, self.heaps[leaf]
+        while heap:
+            job = heap[0][2]
+            allowed = self.allowed.get(id(job))
+            if allowed is None:
+                allowed = job is not self.preemptor and self.jobs(job)
+                allowed = allowed and ssn.victim_allowed(self.action, self.preemptor, job)
+                self.allowed[id(job)] = allowed
+            if allowed:
+                tasks, extra = tasks_to_evict(ssn, job, self.claimed)
+                if tasks:
+                    return tasks, extra
+            heapq.heappop(heap)
+            self._taken(leaf, -1)
+        return None
+
+    def _best(self, name: str) -> tuple[tuple[Any, ...], str, list[PodInfo], bool] | None:
+        """The queue's key in victim order and the leaf (and pods) it would give up next, chosen level by
+        level: each queue is judged with the first victim of its subtree."""
+        cached = self.queue_keys.get(name)
+        if cached is not None:
+            return cached
+        ssn = self.ssn
+        kids = self.children.get(name)
+        found: tuple[tuple[Any, ...], str, list[PodInfo], bool] | None = None
+        if kids is None and not name:  # no queue may give up victims
+            return None
+        if kids is None:  # a leaf queue
+            top = self._top(name)
+            if top is None:
                 return None
-            parent = best_name
-        return parent
+            found = ((), name, top[0], top[1])
+        else:
+            for child in kids:
+                if not self.left[child]:
+                    continue
+                candidate = self._best(child)
+                if candidate is not None and (found is None or candidate[0] < found[0]):
+                    found = candidate
+            if found is None:
+                return None
+        if name:
+            found = (ssn.victim_queue_key(ssn.queues[name], self.picked[name], found[2]), *found[1:])  # type: ignore[assignment]
+            self.queue_keys[name] = found  # type: ignore[assignment]
+        return found
 
     def _taken(self, leaf: str, delta: int) -> None:
         for name in self.paths[leaf]:
             self.left[name] += delta
+            self.queue_keys.pop(name, None)
 
     def next_chunk(self) -> Chunk | None:
         ssn = self.ssn
-        while True:
-            leaf = self._leaf()
-            if leaf is None:
-                return None
-            heap = self.heaps[leaf]
-            _, _, job = heapq.heappop(heap)
-            self._taken(leaf, -1)
-            allowed = self.allowed.get(id(job))
-            if allowed is None:
-                if self.max_jobs is not None and len(self.allowed) >= self.max_jobs:
-                    return None
-                allowed = job is not self.preemptor and self.jobs(job)
-                allowed = allowed and ssn.victim_allowed(self.action, self.preemptor, job)
-                self.allowed[id(job)] = allowed
-            if not allowed:
-                continue
-            tasks, extra = tasks_to_evict(ssn, job, self.claimed)
-            if not tasks:
-                continue
-            self.claimed.update(id(t) for t in tasks)
-            for name in self.paths[leaf]:
-                self.picked[name].extend(tasks)
-                self.queue_keys.pop(name, None)
-            if extra:
-                # An elastic extra went: the rest of the job comes back, ranked as it now is.
-                heapq.heappush(heap, (self.pool.rank(job, self.claimed), next(self.pool.seq), job))
-                self._taken(leaf, +1)
-            rows = [ssn.nodes.index.get(t.node, -1) for t in tasks]
-            return Chunk(job, tasks, rows, [t.gpu_groups for t in tasks])
+        found = self._best("")
+        if found is None:
+            return None
+        _, leaf, tasks, extra = found
+        job = self.heaps[leaf][0][2]
+        if self.max_jobs is not None and id(job) not in self.handed and len(self.handed) >= self.max_jobs:
+            return None
+        self.handed.add(id(job))
+        heapq.heappop(self.heaps[leaf])
+        self._taken(leaf, -1)
+        self.claimed.update(id(t) for t in tasks)
+        for name in self.paths[leaf]:
+            self.picked[name].extend(tasks)
+        if extra:
+            # An elastic extra went: the rest of the job comes back, ranked as it now is.
+            heapq.heappush(self.heaps[leaf], (self.pool.rank(job, self.claimed), next(self.pool.seq), job))
+            self._taken(leaf, +1)
+        rows = [ssn.nodes.index.get(t.node, -1) for t in tasks]
+        return Chunk(job, tasks, rows, [t.gpu_groups for t in tasks])
 
 
 # -- scheduling signatures ----------------------------------------------------------------------------

@@ -172,11 +172,12 @@ class ReclaimRules:
             r_side, v_side, self.p.attrs[r_side].allocated, request, self.p.attrs[v_side].allocated
         )
 
-    def victim_queue_key(self, queue: QueueInfo, picked: list[PodInfo]) -> tuple[Any, ...]:
+    def victim_queue_key(self, queue: QueueInfo, picked: list[PodInfo], next_pods: list[PodInfo]) -> tuple[Any, ...]:
         """Which queue gives up a victim first: the reverse of the allocation queue order (section 4.4),
         the queue judged with the victims already picked from its subtree removed. Over its fair share in
         every resource first; then not within its deserved quota; lower queue priority; using a resource
-        its allocatable share is 0 for; higher dominant resource share; larger allocatable share; newest."""
+        its allocatable share is 0 for; higher dominant resource share once its next victim (`next_pods`)
+        is gone too, then without it; larger allocatable share; newest."""
         attrs = self.p.attrs.get(queue.name)
         if attrs is None:
             return ()
@@ -192,11 +193,18 @@ class ReclaimRules:
         within = all(d < 0 or a <= d + EPS for a, d in zip(allocated, deserved, strict=True))
         zero_share = any(c <= 0 < a for c, a in zip(share, allocated, strict=True))
         drs = max(a / c if c > EPS else a * 1000.0 for a, c in zip(allocated, share, strict=True))
+        after = drs
+        if next_pods:
+            rest = allocated.copy()
+            for pod in next_pods:
+                rest = [a - v for a, v in zip(rest, self.p.queue_vector(pod).tolist(), strict=True)]
+            after = max(a / c if c > EPS else a * 1000.0 for a, c in zip(rest, share, strict=True))
         return (
             not over_used,
             within,
             queue.priority,
             not zero_share,
+            -after,
             -drs,
             tuple(-c for c in share),
             -queue.creation,
