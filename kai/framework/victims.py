@@ -19,6 +19,7 @@ signatures skip a job that looks like one that already failed in this action.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 from collections.abc import Callable, Iterable
@@ -151,7 +152,28 @@ def stand_in(job: PodGroupInfo, tasks: list[PodInfo], suffix: str) -> PodGroupIn
     return copy
 
 
-_Entry = tuple[tuple[Any, ...], int, PodGroupInfo]  # (rank in victim order, sequence, job)
+class _Sub:
+    """Orders two comeback entries that fall between the same ranked jobs (ranked ones hold 0 there)."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: tuple[Any, ...]) -> None:
+        self.key = key
+
+    def __lt__(self, other: object) -> bool:
+        return isinstance(other, _Sub) and self.key < other.key
+
+    def __gt__(self, other: object) -> bool:
+        return isinstance(other, _Sub) and other.key < self.key
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Sub) and self.key == other.key
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+# (rank in victim order, tie break of comebacks, sequence, job)
+_Entry = tuple[float, Any, int, PodGroupInfo]
 
 
 class VictimPool:
@@ -164,9 +186,13 @@ class VictimPool:
         self.extras_first = ssn.config.params.evict_elastic_extras_first
         self.heaps: dict[str, list[_Entry]] = {}
         self.evictable_gpu = np.zeros(len(ssn.nodes))  # upper bound of GPUs victims hold, per node
-        for job in jobs:
+        # Victim order is ranked once (integers compare fast); a job that comes back after giving up an
+        # elastic pod slots in between, by its new key (see `entry`).
+        keyed = sorted(((self._key(job, set()), job) for job in jobs), key=lambda kj: kj[0])
+        self.keys = [k for k, _ in keyed]
+        for rank, (_, job) in enumerate(keyed):
             heap = self.heaps.setdefault(job.queue, [])
-            heap.append((self.rank(job, set()), next(self.seq), job))
+            heap.append((float(rank), 0, next(self.seq), job))
             for pod in job.pods:
                 if pod.status in ACTIVE:
                     row = ssn.nodes.index.get(pod.node)
@@ -175,15 +201,21 @@ class VictimPool:
         for heap in self.heaps.values():
             heapq.heapify(heap)
 
-    def rank(self, job: PodGroupInfo, gone: set[int]) -> tuple[Any, ...]:
-        """The job's place in victim order as it is once the pods in `gone` have left."""
+    def _key(self, job: PodGroupInfo, gone: set[int]) -> tuple[Any, ...]:
+        """The job's sort key in victim order as it is once the pods in `gone` have left."""
         key = _Reverse(self.ssn.job_key(_without(job, gone) if gone else job))
         if not self.extras_first:
             return (key,)
         # Opt-in: jobs that still have pods above their minMember give those up before any gang breaks.
-        extras = any(sum(1 for p in sub.pods if p.status in ACTIVE and id(p) not in gone) > sub.min_member
-                     for sub in job.leaves)
+        extras = any(
+            sum(1 for p in sub.pods if p.status in ACTIVE and id(p) not in gone) > sub.min_member for sub in job.leaves
+        )
         return (0 if extras else 1, key)
+
+    def entry(self, job: PodGroupInfo, gone: set[int]) -> _Entry:
+        """A heap entry for a job that comes back: between the ranked jobs its new key falls between."""
+        key = self._key(job, gone)
+        return (bisect.bisect_left(self.keys, key) - 0.5, _Sub(key), next(self.seq), job)
 
     def picker(
         self,
@@ -195,7 +227,7 @@ class VictimPool:
     ) -> VictimPicker:
         for heap in self.heaps.values():
             # Jobs evicted for earlier preemptors sit on top (victim order is stable): drop them for good.
-            while heap and heap[0][2].count(ACTIVE) == 0:
+            while heap and heap[0][3].count(ACTIVE) == 0:
                 heapq.heappop(heap)
         heaps = {q: list(h) for q, h in self.heaps.items() if h and queues(q)}
         return VictimPicker(self, action, preemptor, heaps, jobs, max_jobs)
@@ -242,14 +274,19 @@ class VictimPicker:
                 self.left[name] = self.left.get(name, 0) + len(heaps[leaf])
                 parent = name
         self.handed: set[int] = set()  # ids of the jobs handed out (max_jobs counts them)
-        # per queue: its key, leaf and next victim pods; valid until the session state or its subtree changes
-        self.queue_keys: dict[str, tuple[tuple[Any, ...], str, list[PodInfo], bool]] = {}
+        # Per queue, valid until the session state or its subtree changes: its key in victim order, and
+        # the leaf and pods its subtree gives up next.
+        self.queue_keys: dict[str, tuple[Any, ...]] = {}
+        self.best: dict[str, tuple[str, list[PodInfo], bool]] = {}
+        fns = ssn.hooks.victim_queue_order
+        self.key_fn = fns[0] if len(fns) == 1 else None
         self.picked: dict[str, list[PodInfo]] = {q: [] for q in self.left}  # per queue subtree: pods handed out
 
     def state_changed(self) -> None:
         """Evictions became part of the statement: forget cached keys; picked pods now evicted are
         already out of their queue's allocation."""
         self.queue_keys.clear()
+        self.best.clear()
         self.picked = {q: [t for t in pods if t.status in ACTIVE] for q, pods in self.picked.items()}
 
     def _top(self, leaf: str) -> tuple[list[PodInfo], bool] | None:
@@ -257,7 +294,7 @@ class VictimPicker:
         an elastic extra); jobs that may not be victims of this preemptor leave the heap."""
         ssn, heap = self.ssn, self.heaps[leaf]
         while heap:
-            job = heap[0][2]
+            job = heap[0][3]
             allowed = self.allowed.get(id(job))
             if allowed is None:
                 allowed = job is not self.preemptor and self.jobs(job)
@@ -271,48 +308,66 @@ class VictimPicker:
             self._taken(leaf, -1)
         return None
 
-    def _best(self, name: str) -> tuple[tuple[Any, ...], str, list[PodInfo], bool] | None:
-        """The queue's key in victim order and the leaf (and pods) it would give up next, chosen level by
-        level: each queue is judged with the first victim of its subtree."""
-        cached = self.queue_keys.get(name)
+    def _best(self, name: str) -> tuple[str, list[PodInfo], bool] | None:
+        """The leaf (and the pods) the queue's subtree would give up next, chosen level by level: among
+        sibling queues, each judged with the first victim of its own subtree."""
+        cached = self.best.get(name)
         if cached is not None:
             return cached
-        ssn = self.ssn
         kids = self.children.get(name)
-        found: tuple[tuple[Any, ...], str, list[PodInfo], bool] | None = None
-        if kids is None and not name:  # no queue may give up victims
-            return None
-        if kids is None:  # a leaf queue
+        found: tuple[str, list[PodInfo], bool] | None = None
+        if kids is None:
+            if not name:  # no queue may give up victims
+                return None
             top = self._top(name)
             if top is None:
                 return None
-            found = ((), name, top[0], top[1])
+            found = (name, top[0], top[1])
         else:
-            for child in kids:
-                if not self.left[child]:
-                    continue
+            left = self.left
+            live = [child for child in kids if left[child]] if len(kids) > 1 else kids
+            best_key: tuple[Any, ...] | None = None
+            alone = len(live) == 1  # nothing to compare with
+            for child in live:
                 candidate = self._best(child)
-                if candidate is not None and (found is None or candidate[0] < found[0]):
+                if candidate is None:
+                    continue
+                if alone:
                     found = candidate
+                    break
+                key = self.queue_keys.get(child) or self._key(child, candidate[1])
+                if best_key is None or key < best_key:
+                    best_key, found = key, candidate
             if found is None:
                 return None
-        if name:
-            found = (ssn.victim_queue_key(ssn.queues[name], self.picked[name], found[2]), *found[1:])  # type: ignore[assignment]
-            self.queue_keys[name] = found  # type: ignore[assignment]
+        self.best[name] = found
         return found
+
+    def _key(self, name: str, next_pods: list[PodInfo]) -> tuple[Any, ...]:
+        key = self.queue_keys.get(name)
+        if key is None:
+            queue = self.ssn.queues[name]
+            if self.key_fn is not None:
+                key = (self.key_fn(queue, self.picked[name], next_pods), name)
+            else:
+                key = self.ssn.victim_queue_key(queue, self.picked[name], next_pods)
+            self.queue_keys[name] = key
+        return key
 
     def _taken(self, leaf: str, delta: int) -> None:
         for name in self.paths[leaf]:
             self.left[name] += delta
             self.queue_keys.pop(name, None)
+            self.best.pop(name, None)
+        self.best.pop("", None)
 
     def next_chunk(self) -> Chunk | None:
         ssn = self.ssn
         found = self._best("")
         if found is None:
             return None
-        _, leaf, tasks, extra = found
-        job = self.heaps[leaf][0][2]
+        leaf, tasks, extra = found
+        job = self.heaps[leaf][0][3]
         if self.max_jobs is not None and id(job) not in self.handed and len(self.handed) >= self.max_jobs:
             return None
         self.handed.add(id(job))
@@ -323,7 +378,7 @@ class VictimPicker:
             self.picked[name].extend(tasks)
         if extra:
             # An elastic extra went: the rest of the job comes back, ranked as it now is.
-            heapq.heappush(self.heaps[leaf], (self.pool.rank(job, self.claimed), next(self.pool.seq), job))
+            heapq.heappush(self.heaps[leaf], self.pool.entry(job, self.claimed))
             self._taken(leaf, +1)
         rows = [ssn.nodes.index.get(t.node, -1) for t in tasks]
         return Chunk(job, tasks, rows, [t.gpu_groups for t in tasks])

@@ -40,6 +40,15 @@ class _Descending:
     __hash__ = None  # type: ignore[assignment]
 
 
+def _drs(ag: float, ac: float, am: float, sg: float, sc: float, sm: float) -> float:
+    """Dominant resource share: max over resources of allocated / allocatable (x1000 where that is 0)."""
+    return max(
+        ag / sg if sg > EPS else ag * 1000.0,
+        ac / sc if sc > EPS else ac * 1000.0,
+        am / sm if sm > EPS else am * 1000.0,
+    )
+
+
 def _ratio(allocated: float, share: float) -> float:
     """allocated / fair share; a zero share is infinitely saturated once anything is allocated."""
     if share < 0:
@@ -55,7 +64,9 @@ class ReclaimRules:
         self.multiplier = multiplier
         self.ssn = ssn
         self._sums: dict[int, tuple[list[PodInfo], int, tuple[float, float, float]]] = {}
-        self._shares: dict[str, list[float]] = {}
+        self._shares: dict[str, tuple[Any, ...]] = {}  # per queue: what its victim order key needs
+        self._next: tuple[list[PodInfo] | None, tuple[float, float, float]] = (None, (0.0, 0.0, 0.0))
+        self._triples: dict[int, tuple[np.ndarray, tuple[float, float, float]]] = {}
         params = ssn.config.params
         self.keep_share = params.reclaim_keeps_victim_share  # opt-in: the after-the-chunk checks
         # Opt-in: queues not above their deserved quota in any resource when the session opened are
@@ -82,14 +93,25 @@ class ReclaimRules:
     def _picked_sum(self, picked: list[PodInfo]) -> tuple[float, float, float]:
         """Sum of a victim list that only grows: cached per list object, extended incrementally."""
         cached = self._sums.get(id(picked))
+        if cached is not None and cached[0] is picked and cached[1] == len(picked):
+            return cached[2]
         if cached is None or cached[0] is not picked or cached[1] > len(picked):
             cached = (picked, 0, (0.0, 0.0, 0.0))
         _, counted, (g, c, m) = cached
+        triple = self._triple
         for task in picked[counted:]:
-            vg, vc, vm = self.p.queue_vector(task).tolist()
+            vg, vc, vm = triple(task)
             g, c, m = g + vg, c + vc, m + vm
         self._sums[id(picked)] = (picked, len(picked), (g, c, m))
         return g, c, m
+
+    def _triple(self, pod: PodInfo) -> tuple[float, float, float]:
+        """The pod's queue vector as three floats (cached per vector)."""
+        vec = self.p.queue_vector(pod)
+        found = self._triples.get(id(vec))
+        if found is None or found[0] is not vec:
+            found = self._triples[id(vec)] = (vec, tuple(vec.tolist()))
+        return found[1]  # type: ignore[return-value]
 
     def _path(self, queue: str) -> list[str]:
         return [q.name for q in self.ssn.queue_path(queue)]
@@ -178,38 +200,41 @@ class ReclaimRules:
         every resource first; then not within its deserved quota; lower queue priority; using a resource
         its allocatable share is 0 for; higher dominant resource share once its next victim (`next_pods`)
         is gone too, then without it; larger allocatable share; newest."""
-        attrs = self.p.attrs.get(queue.name)
-        if attrs is None:
-            return ()
-        share = self._shares.get(queue.name)
-        if share is None:  # constant within the session
-            share = self._shares[queue.name] = attrs.allocatable(self.p.total).tolist()
-        allocated = attrs.allocated.tolist()
+        consts = self._shares.get(queue.name)
+        if consts is None:  # constant within the session
+            attrs = self.p.attrs.get(queue.name)
+            if attrs is None:
+                return ()
+            share = attrs.allocatable(self.p.total).tolist()
+            consts = self._shares[queue.name] = (
+                attrs,
+                share,
+                attrs.fair_share.tolist(),
+                attrs.deserved.tolist(),
+                (queue.priority,),
+                (tuple(-c for c in share), -queue.creation, _Descending(queue.name)),
+            )
+        attrs, (sg, sc, sm), (fg, fc, fm), (dg, dc, dm), priority, tail = consts
+        ag, ac, am = attrs.allocated.tolist()
         if picked:
-            allocated = [a - p for a, p in zip(allocated, self._picked_sum(picked), strict=True)]
-        fair = attrs.fair_share.tolist()
-        deserved = attrs.deserved.tolist()
-        over_used = all(a > f + EPS for a, f in zip(allocated, fair, strict=True))
-        within = all(d < 0 or a <= d + EPS for a, d in zip(allocated, deserved, strict=True))
-        zero_share = any(c <= 0 < a for c, a in zip(share, allocated, strict=True))
-        drs = max(a / c if c > EPS else a * 1000.0 for a, c in zip(allocated, share, strict=True))
+            pg, pc, pm = self._picked_sum(picked)
+            ag, ac, am = ag - pg, ac - pc, am - pm
+        over_used = ag > fg + EPS and ac > fc + EPS and am > fm + EPS
+        within = (dg < 0 or ag <= dg + EPS) and (dc < 0 or ac <= dc + EPS) and (dm < 0 or am <= dm + EPS)
+        zero_share = sg <= 0 < ag or sc <= 0 < ac or sm <= 0 < am
+        drs = _drs(ag, ac, am, sg, sc, sm)
         after = drs
         if next_pods:
-            rest = allocated.copy()
-            for pod in next_pods:
-                rest = [a - v for a, v in zip(rest, self.p.queue_vector(pod).tolist(), strict=True)]
-            after = max(a / c if c > EPS else a * 1000.0 for a, c in zip(rest, share, strict=True))
-        return (
-            not over_used,
-            within,
-            queue.priority,
-            not zero_share,
-            -after,
-            -drs,
-            tuple(-c for c in share),
-            -queue.creation,
-            _Descending(queue.name),
-        )
+            if self._next[0] is not next_pods:  # the same list is judged at every level of its path
+                vg = vc = vm = 0.0
+                triple = self._triple
+                for pod in next_pods:
+                    xg, xc, xm = triple(pod)
+                    vg, vc, vm = vg + xg, vc + xc, vm + xm
+                self._next = (next_pods, (vg, vc, vm))
+            vg, vc, vm = self._next[1]
+            after = _drs(ag - vg, ac - vc, am - vm, sg, sc, sm)
+        return (not over_used, within, *priority, not zero_share, -after, -drs, *tail)
 
     # -- scenarios ----------------------------------------------------------------------------------
     def validate(self, action: str, scenario: Scenario) -> Status:
