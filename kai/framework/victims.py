@@ -197,7 +197,7 @@ class VictimPool:
                 if pod.status in ACTIVE:
                     row = ssn.nodes.index.get(pod.node)
                     if row is not None:
-                        self.evictable_gpu[row] += ssn.vector(pod)[ssn.nodes.gpu_col]
+                        self.evictable_gpu[row] += task_gpus(ssn, pod)
         for heap in self.heaps.values():
             heapq.heapify(heap)
 
@@ -474,14 +474,13 @@ class Solver:
 
     # -- cheap filters ----------------------------------------------------------------------------
     def _free_gpus(self, chunks: list[Chunk]) -> np.ndarray:
-        nodes = self.ssn.nodes
-        free = nodes.idle[:, self.gpu_col] + nodes.releasing[:, self.gpu_col]
+        free = self._base_free()
         if chunks:
             free = free.copy()
             for chunk in chunks:
                 for task, row in zip(chunk.tasks, chunk.rows, strict=True):
                     if row >= 0 and task.status in ACTIVE:
-                        free[row] += self.ssn.vector(task)[self.gpu_col]
+                        free[row] += task_gpus(self.ssn, task)
         return free[self.mask]
 
     def _feasible_with(self, chunks: list[Chunk], k: int) -> bool:
@@ -492,8 +491,7 @@ class Solver:
         if g <= EPS or any(abs(x - g) > EPS for x in needs):
             return _gpu_feasible(self._free_gpus(chunks), needs)
         if self._base is None or self._base[0] != g:
-            nodes = self.ssn.nodes
-            free = nodes.idle[:, self.gpu_col] + nodes.releasing[:, self.gpu_col]
+            free = self._base_free()
             fits = np.where(self.mask, np.floor(free / g + EPS), 0.0)
             self._base = (g, free, fits, float(fits.sum()))
         _, free, fits, total = self._base
@@ -501,14 +499,26 @@ class Solver:
         for chunk in chunks:
             for task, row in zip(chunk.tasks, chunk.rows, strict=True):
                 if row >= 0 and self.mask[row] and task.status in ACTIVE:
-                    extra[row] = extra.get(row, 0.0) + float(self.ssn.vector(task)[self.gpu_col])
+                    extra[row] = extra.get(row, 0.0) + task_gpus(self.ssn, task)
         for row, more in extra.items():
             total += float(np.floor((free[row] + more) / g + EPS)) - fits[row]
         return total >= len(needs) - EPS
 
-    def _hopeless(self, tasks: list[PodInfo]) -> bool:
+    def _base_free(self) -> np.ndarray:
+        """Per node, GPUs idle or releasing, the unused and releasing portions of shared GPUs included."""
         nodes = self.ssn.nodes
-        free = nodes.idle[:, self.gpu_col] + nodes.releasing[:, self.gpu_col] + self.picker.pool.evictable_gpu
+        free = nodes.idle[:, self.gpu_col] + nodes.releasing[:, self.gpu_col]
+        groups = self.ssn.gpus.groups
+        if groups:
+            free = free.copy()
+            for row, node_groups in groups.items():
+                for group in node_groups.values():
+                    if not group.fully_releasing:
+                        free[row] += max(0.0, 1.0 - group.used + group.releasing)
+        return free
+
+    def _hopeless(self, tasks: list[PodInfo]) -> bool:
+        free = self._base_free() + self.picker.pool.evictable_gpu
         return not _gpu_feasible(free[self.mask], self.needs)
 
     # -- budget -------------------------------------------------------------------------------------

@@ -417,3 +417,22 @@ def test_opt_in_a_victim_too_big_to_take_does_not_block_the_small_ones_behind_it
     evicted = sorted(e["pod"] for e in result["rounds"][0]["evicted"])
     assert evicted == ["ns/a-0", "ns/a-1", "ns/a-2"]
     assert {q: v["allocated"]["gpu"] for q, v in result["queues"].items()} == {"a": 4.0, "b": 4.0}
+
+
+def test_pods_sharing_a_gpu_are_reclaimed_together_to_free_it_whole() -> None:
+    # n1 has 2 GPUs, each shared by two half-GPU pods of queue a (quota 0): f0, f1 on g0, f2, f3 (newest)
+    # on g1. b (quota 2) wants one whole GPU: fair shares b 1, a 1 (a holds 2). Newest first: f3 frees
+    # half of g1, f2 the other half (a: 2 > 1, then 1.5 > 1 before each chunk); then g1 is free whole.
+    from tests.scenario import pod, podgroup
+
+    objects = [node("n1", gpus=2), gq("a", 0), gq("b", 2)]
+    for i in range(4):
+        made = f"2025-12-31T0{i}:00:00Z"
+        shared = pod(f"f{i}", group=f"f{i}", gpus=0, node="n1", created=made)
+        shared["metadata"]["annotations"]["gpu-fraction"] = "0.5"
+        shared["metadata"]["labels"]["runai-gpu-group"] = f"g{i // 2}"
+        objects += [podgroup(f"f{i}", "a", created=made), shared]
+    objects += [podgroup("w", "b"), pod("w", group="w", gpus=1)]
+    result = run(objects, rounds=2, config=ONLY_RECLAIM)
+    assert evictions(result) == {"ns/f2": ("reclaim", "ns/w"), "ns/f3": ("reclaim", "ns/w")}
+    assert status(result, "ns/w") == "Running"
