@@ -50,10 +50,23 @@ SCENARIOS = {
 }
 
 
+# kai's opt-in protections, all on (off by default: KAI's rules).
+PROTECTIONS = {
+    "reclaimKeepsVictimShare": True,
+    "reclaimSparesQueuesWithinQuota": True,
+    "spareJobsPlacedThisCycle": True,
+    "evictElasticExtrasFirst": True,
+}
+
+
+@pytest.mark.parametrize("protected", [False, True], ids=["kai-default", "opt-ins-on"])
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_state_after_round_n_equals_state_after_n_plus_3(name: str) -> None:
+def test_state_after_round_n_equals_state_after_n_plus_3(name: str, protected: bool) -> None:
     objects = SCENARIOS[name]()
-    config = {"schedulerParams": {"maxEvictedGpusPerQueuePerCycle": 2}} if name == "budget" else None
+    params: dict[str, Any] = dict(PROTECTIONS) if protected else {}
+    if name == "budget":
+        params["maxEvictedGpusPerQueuePerCycle"] = 2
+    config = {"schedulerParams": params} if params else None
     five = run(objects, rounds=5, config=config)
     eight = run(objects, rounds=8, config=config)
     assert five["pods"] == eight["pods"]
