@@ -324,18 +324,18 @@ class VictimPicker:
                 return None
             found = (name, top[0], top[1])
         else:
-            left = self.left
+            left, best, keys = self.left, self.best, self.queue_keys
             live = [child for child in kids if left[child]] if len(kids) > 1 else kids
             best_key: tuple[Any, ...] | None = None
             alone = len(live) == 1  # nothing to compare with
             for child in live:
-                candidate = self._best(child)
+                candidate = best.get(child) or self._best(child)
                 if candidate is None:
                     continue
                 if alone:
                     found = candidate
                     break
-                key = self.queue_keys.get(child) or self._key(child, candidate[1])
+                key = keys.get(child) or self._key(child, candidate[1])
                 if best_key is None or key < best_key:
                     best_key, found = key, candidate
             if found is None:

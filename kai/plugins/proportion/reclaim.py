@@ -63,7 +63,7 @@ class ReclaimRules:
         self.p = plugin
         self.multiplier = multiplier
         self.ssn = ssn
-        self._sums: dict[int, tuple[list[PodInfo], int, tuple[float, float, float]]] = {}
+        self._sums: dict[int, list[Any]] = {}  # id of a picked list -> [list, counted, gpu, cpu, memory]
         self._shares: dict[str, tuple[Any, ...]] = {}  # per queue: what its victim order key needs
         self._next: tuple[list[PodInfo] | None, tuple[float, float, float]] = (None, (0.0, 0.0, 0.0))
         self._triples: dict[int, tuple[np.ndarray, tuple[float, float, float]]] = {}
@@ -92,23 +92,26 @@ class ReclaimRules:
 
     def _picked_sum(self, picked: list[PodInfo]) -> tuple[float, float, float]:
         """Sum of a victim list that only grows: cached per list object, extended incrementally."""
-        cached = self._sums.get(id(picked))
-        if cached is not None and cached[0] is picked and cached[1] == len(picked):
-            return cached[2]
-        if cached is None or cached[0] is not picked or cached[1] > len(picked):
-            cached = (picked, 0, (0.0, 0.0, 0.0))
-        _, counted, (g, c, m) = cached
+        record = self._sums.get(id(picked))
+        if record is None or record[0] is not picked or record[1] > len(picked):
+            record = self._sums[id(picked)] = [picked, 0, 0.0, 0.0, 0.0]
+        counted = record[1]
+        if counted == len(picked):
+            return record[2], record[3], record[4]
+        g, c, m = record[2], record[3], record[4]
         triple = self._triple
-        for task in picked[counted:]:
-            vg, vc, vm = triple(task)
+        for i in range(counted, len(picked)):
+            vg, vc, vm = triple(picked[i])
             g, c, m = g + vg, c + vc, m + vm
-        self._sums[id(picked)] = (picked, len(picked), (g, c, m))
+        record[1:] = [len(picked), g, c, m]
         return g, c, m
 
     def _triple(self, pod: PodInfo) -> tuple[float, float, float]:
         """The pod's queue vector as three floats (cached per vector)."""
         vec = self.p.queue_vector(pod)
         found = self._triples.get(id(vec))
+        if found is not None and found[0] is vec:
+            return found[1]
         if found is None or found[0] is not vec:
             found = self._triples[id(vec)] = (vec, tuple(vec.tolist()))
         return found[1]  # type: ignore[return-value]
@@ -211,7 +214,7 @@ class ReclaimRules:
                 share,
                 attrs.fair_share.tolist(),
                 attrs.deserved.tolist(),
-                (queue.priority,),
+                queue.priority * 2,
                 (tuple(-c for c in share), -queue.creation, _Descending(queue.name)),
             )
         attrs, (sg, sc, sm), (fg, fc, fm), (dg, dc, dm), priority, tail = consts
@@ -234,7 +237,9 @@ class ReclaimRules:
                 self._next = (next_pods, (vg, vc, vm))
             vg, vc, vm = self._next[1]
             after = _drs(ag - vg, ac - vc, am - vm, sg, sc, sm)
-        return (not over_used, within, *priority, not zero_share, -after, -drs, *tail)
+        # (not over its share, within its quota, queue priority, not using a zero share) as one number
+        head = (0 if over_used else 2) + (1 if within else 0)
+        return (head, priority + (0 if zero_share else 1), -after, -drs, *tail)
 
     # -- scenarios ----------------------------------------------------------------------------------
     def validate(self, action: str, scenario: Scenario) -> Status:
