@@ -123,6 +123,9 @@ def _without(job: PodGroupInfo, gone: set[int]) -> PodGroupInfo:
     return copy
 
 
+_STAND_INS = itertools.count()  # a fresh name for every stand-in: plugins cache per job name
+
+
 def stand_in(job: PodGroupInfo, tasks: list[PodInfo], suffix: str) -> PodGroupInfo:
     """A job made of `tasks` only, all pending, each leaf's minMember the number of its tasks: how a
     victim job (its evicted pods) or a partial preemptor (its first k tasks) enters the queue and job
@@ -615,14 +618,14 @@ class Solver:
         for chunk in chunks:
             by_job.setdefault(chunk.job.key, []).append(chunk)
         units: dict[int, str] = {}
-        me = stand_in(self.job, self.tasks[:k], "\x00sim")
+        me = stand_in(self.job, self.tasks[:k], f"\x00sim{next(_STAND_INS)}")
         units[id(me)] = ""
         reps = [me]
         for key, group in by_job.items():
             moved = [t for c in group for t in c.tasks if t.status is PodStatus.RELEASING]
             if not moved:
                 continue
-            rep = stand_in(group[0].job, moved, "\x00sim")
+            rep = stand_in(group[0].job, moved, f"\x00sim{next(_STAND_INS)}")
             units[id(rep)] = key
             reps.append(rep)
         order = JobQueue(ssn, reps)
