@@ -557,7 +557,7 @@ class Solver:
         for chunk in chunks:
             for task in chunk.tasks:
                 if task.status in ACTIVE:
-                    self.stmt.evict(task, self.action, self.job.key, self.message(task, self.job))
+                    self.stmt.evict(task, self.action, self.job.key)  # the message is written on commit
 
     def _place_victim(self, chunk: Chunk) -> bool:
         """Place an evicted chunk again (pipelined), all of it or none of it."""
@@ -790,6 +790,9 @@ class Solver:
         for key, count in pods.items():
             note = victim_note(ssn, self.action, job, ssn.jobs[key], count)
             ssn.fit_errors[key] = Status(Code.UNSCHEDULABLE, "Evicted", note)
+        for op in stmt.ops:
+            if op.kind == "evict" and not op.message:
+                op.message = self.message(op.task, job)
         stmt.commit()
 
 
