@@ -66,7 +66,7 @@ class ReclaimRules:
         self._sums: dict[int, list[Any]] = {}  # id of a picked list -> [list, counted, gpu, cpu, memory]
         self._shares: dict[str, tuple[Any, ...]] = {}  # per queue: what its victim order key needs
         self._next: tuple[list[PodInfo] | None, tuple[float, float, float]] = (None, (0.0, 0.0, 0.0))
-        self._triples: dict[int, tuple[np.ndarray, tuple[float, float, float]]] = {}
+        self._triples: dict[int, tuple[PodInfo, str, tuple[float, float, float]]] = {}
         params = ssn.config.params
         self.keep_share = params.reclaim_keeps_victim_share  # opt-in: the after-the-chunk checks
         # Opt-in: queues not above their deserved quota in any resource when the session opened are
@@ -107,14 +107,14 @@ class ReclaimRules:
         return g, c, m
 
     def _triple(self, pod: PodInfo) -> tuple[float, float, float]:
-        """The pod's queue vector as three floats (cached per vector)."""
-        vec = self.p.queue_vector(pod)
-        found = self._triples.get(id(vec))
-        if found is not None and found[0] is vec:
-            return found[1]
-        if found is None or found[0] is not vec:
-            found = self._triples[id(vec)] = (vec, tuple(vec.tolist()))
-        return found[1]  # type: ignore[return-value]
+        """The pod's queue vector as three floats (cached per pod and node: victims do not move while
+        they are ordered)."""
+        found = self._triples.get(id(pod))
+        if found is not None and found[0] is pod and found[1] == pod.node:
+            return found[2]
+        triple: tuple[float, float, float] = tuple(self.p.queue_vector(pod).tolist())  # type: ignore[assignment]
+        self._triples[id(pod)] = (pod, pod.node, triple)
+        return triple
 
     def _path(self, queue: str) -> list[str]:
         return [q.name for q in self.ssn.queue_path(queue)]
