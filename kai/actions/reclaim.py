@@ -10,7 +10,7 @@ from __future__ import annotations
 from kai.framework.action import register_action
 from kai.framework.session import Session
 from kai.framework.victims import queue_details, run_evicting_action
-from kai.model import PodGroupInfo, PodInfo, PodStatus
+from kai.model import ALLOCATED, PodGroupInfo, PodInfo, PodStatus
 
 _PLACED_NOW = frozenset({PodStatus.ALLOCATED, PodStatus.PIPELINED})
 
@@ -20,14 +20,19 @@ def pending_jobs(ssn: Session) -> list[PodGroupInfo]:
 
 
 def running_preemptible(ssn: Session) -> list[PodGroupInfo]:
-    """Candidate victims: preemptible jobs with running pods and none placed earlier in this cycle
-    (evicting what was just placed would only undo the cycle's own work)."""
+    """Candidate victims: preemptible jobs with allocated pods (running, or placed earlier in this
+    cycle, as KAI has it). With the opt-in `spareJobsPlacedThisCycle`, jobs with a pod placed earlier
+    in this cycle are spared (evicting what was just placed only undoes the cycle's own work)."""
+    spare = ssn.config.params.spare_jobs_placed_this_cycle
     victims = []
     for job in ssn.jobs.values():
         if not job.preemptible:
             continue
         statuses = {p.status for p in job.pods}
-        if PodStatus.RUNNING in statuses and not statuses & _PLACED_NOW:
+        if spare:
+            if PodStatus.RUNNING in statuses and not statuses & _PLACED_NOW:
+                victims.append(job)
+        elif statuses & ALLOCATED:
             victims.append(job)
     return victims
 
@@ -56,5 +61,4 @@ def reclaim(ssn: Session) -> None:
         queues=lambda job: lambda name: name != job.queue,
         jobs=lambda job: lambda victim: victim.queue != job.queue,
         message=_message(ssn),
-        replace_victims=ssn.config.params.allow_consolidating_reclaim,
     )

@@ -119,6 +119,11 @@ class SchedulerParams:
     max_evicted_gpus_per_queue: float = -1.0  # GPUs evicted from one (victim leaf) queue per cycle
     # kai's own, off by default: allocate skips a job that asks for more than is free when ordering queues.
     defer_oversized_jobs: bool = False
+    # kai's protective eviction rules (not KAI's): off by default, see kai/actions/NOTES.md.
+    reclaim_keeps_victim_share: bool = False  # a reclaim chunk never takes its queue below share / quota
+    reclaim_spares_queues_within_quota: bool = False  # a queue within quota at cycle start keeps its pods
+    spare_jobs_placed_this_cycle: bool = False  # pods placed earlier in the cycle are never victims
+    evict_elastic_extras_first: bool = False  # in a victim queue, elastic extras go before any gang
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,6 +272,10 @@ _PARAM_FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "maxEvictedToRequestedGpuRatio": ("max_evicted_gpu_ratio", _number),
     "maxEvictedGpusPerQueuePerCycle": ("max_evicted_gpus_per_queue", _number),
     "deferOversizedJobs": ("defer_oversized_jobs", _boolean),
+    "reclaimKeepsVictimShare": ("reclaim_keeps_victim_share", _boolean),
+    "reclaimSparesQueuesWithinQuota": ("reclaim_spares_queues_within_quota", _boolean),
+    "spareJobsPlacedThisCycle": ("spare_jobs_placed_this_cycle", _boolean),
+    "evictElasticExtrasFirst": ("evict_elastic_extras_first", _boolean),
 }
 _TOP_LEVEL = ("actions", "tiers", "schedulerParams", "queueDepthPerAction", "usageDBConfig")
 

@@ -138,9 +138,9 @@ class Hooks:
     victim_filters: list[Callable[[str, PodGroupInfo, PodGroupInfo], bool]] = field(default_factory=list)
     # scenario_validators: is this simulated set of evictions + placements acceptable (kai.framework.victims)?
     scenario_validators: list[Callable[[str, Any], Status]] = field(default_factory=list)
-    # victim_queue_order: which leaf queue gives up a victim first (smaller key first), given the pods
-    # already picked from it as victims for the current preemptor.
-    victim_queue_order: list[Callable[[QueueInfo, list[PodInfo]], Any]] = field(default_factory=list)
+    # victim_queue_order: which queue gives up a victim first (smaller key first), given the pods already
+    # picked from its subtree as victims for the current preemptor and the pods it would give up next.
+    victim_queue_order: list[Callable[[QueueInfo, list[PodInfo], list[PodInfo]], Any]] = field(default_factory=list)
     # subset_nodes: split the node set of a (sub-)group set into ordered candidate sets (topology).
     subset_nodes: list[SubsetNodes] = field(default_factory=list)
 
@@ -250,8 +250,8 @@ class Session:
                 return status
         return SUCCESS
 
-    def victim_queue_key(self, queue: QueueInfo, picked: list[PodInfo]) -> tuple[Any, ...]:
-        return (*(fn(queue, picked) for fn in self.hooks.victim_queue_order), queue.name)
+    def victim_queue_key(self, queue: QueueInfo, picked: list[PodInfo], next_pods: list[PodInfo]) -> tuple[Any, ...]:
+        return (*(fn(queue, picked, next_pods) for fn in self.hooks.victim_queue_order), queue.name)
 
     def subset_nodes(self, request: SubsetRequest) -> list[NodeSubset] | Status | None:
         """Chain the SubsetNodes hooks: each splits every candidate the previous ones returned."""

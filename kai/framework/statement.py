@@ -98,6 +98,36 @@ class Statement:
                 op.from_releasing = np.zeros_like(self.ssn.vector(op.task))
                 op.task.status = PodStatus.PIPELINED
 
+    def unevict(self, task: PodInfo) -> None:
+        """Forget that the task was evicted and placed again: it was pipelined back onto the node (and
+        GPUs) it held, so it simply keeps running there. Both operations leave the statement; the node's
+        free resources stay what they are (what the placement took from `releasing` comes from idle)."""
+        kinds = {"evict": -1, "pipeline": -1}
+        for i in range(len(self.ops) - 1, -1, -1):
+            op = self.ops[i]
+            if op.task is task and op.kind in kinds and kinds[op.kind] < 0:
+                kinds[op.kind] = i
+        ev, pl = kinds["evict"], kinds["pipeline"]
+        if ev < 0 or pl < ev:
+            return
+        nodes = self.ssn.nodes
+        placed, evicted = self.ops[pl], self.ops[ev]
+        vec = self.ssn.vector(task)
+        row = placed.row
+        taken = placed.from_releasing if placed.from_releasing is not None else 0.0
+        nodes.releasing[row] += taken - vec
+        nodes.idle[row] += vec - taken
+        short = np.minimum(nodes.releasing[row], 0.0)
+        nodes.releasing[row] -= short
+        nodes.idle[row] += short
+        if placed.gpu_undo is not None:
+            self.ssn.gpus.untake(row, task, placed.gpu_undo)
+        if task.gpu.is_shared and evicted.row >= 0:
+            self.ssn.gpus.release(evicted.row, task, sign=-1.0)
+        task.status, task.node, task.gpu_groups = evicted.prev_status, evicted.prev_node, evicted.prev_groups
+        del self.ops[pl]
+        del self.ops[ev]
+
     # -- transaction control ---------------------------------------------------------------------
     def checkpoint(self) -> int:
         return len(self.ops)

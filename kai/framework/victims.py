@@ -19,6 +19,7 @@ signatures skip a job that looks like one that already failed in this action.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 from collections.abc import Callable, Iterable
@@ -31,14 +32,13 @@ from kai.framework.jobqueue import JobQueue
 from kai.framework.placement import (
     filter_nodes,
     find_node,
-    leaf_short_of_allocations,
     place_tasks,
     tasks_to_allocate,
 )
 from kai.framework.session import EPS, Session
 from kai.framework.statement import Statement
 from kai.framework.status import Code, Status
-from kai.model import ACTIVE, ALLOCATED, GPU, PodGroupInfo, PodInfo, PodStatus
+from kai.model import ACTIVE, ALLOCATED, GPU, PodGroupInfo, PodInfo, PodStatus, SubGroupInfo
 
 
 def task_gpus(ssn: Session, pod: PodInfo) -> float:
@@ -55,6 +55,7 @@ class Chunk:
     job: PodGroupInfo
     tasks: list[PodInfo]
     rows: list[int]  # node row of each task (-1: not on a known node)
+    groups: list[tuple[str, ...]] = field(default_factory=list)  # GPU groups each task held
 
 
 @dataclass(slots=True)
@@ -66,7 +67,8 @@ class Scenario:
     tasks: list[PodInfo]  # preemptor tasks placed in this scenario
     batch: list[PodInfo]  # the whole batch the job needs this attempt
     chunks: list[Chunk]
-    replaced: set[str] = field(default_factory=set)  # keys of victim pods placed again elsewhere
+    replaced: set[str] = field(default_factory=set)  # keys of victim pods placed again (anywhere)
+    returned: set[str] = field(default_factory=set)  # keys of victim pods back where they were (not moved)
 
     def victims(self) -> list[PodInfo]:
         return [t for c in self.chunks for t in c.tasks]
@@ -74,6 +76,10 @@ class Scenario:
     def lost(self) -> list[PodInfo]:
         """Victim pods that end the scenario without a place (really evicted)."""
         return [t for t in self.victims() if t.key not in self.replaced]
+
+    def moved(self) -> list[PodInfo]:
+        """Victim pods evicted in the end: lost, or placed again on another node."""
+        return [t for t in self.victims() if t.key not in self.returned]
 
 
 # -- victim order -------------------------------------------------------------------------------------
@@ -107,30 +113,112 @@ def tasks_to_evict(ssn: Session, job: PodGroupInfo, gone: set[int]) -> tuple[lis
     return [p for active in actives for p in active], False
 
 
-_Entry = tuple[int, int, int, PodGroupInfo]  # (gang next?, rank in victim order, sequence, job)
+def _without(job: PodGroupInfo, gone: set[int]) -> PodGroupInfo:
+    """A copy of the job as it is once the pods whose id is in `gone` have left (for its job order)."""
+    keys = {p.key for p in job.pods if id(p) in gone}
+    copy = job.clone()
+    for pod in copy.pods:
+        if pod.key in keys:
+            pod.status = PodStatus.RELEASING
+    return copy
+
+
+_STAND_INS = itertools.count()  # a fresh name for every stand-in: plugins cache per job name
+
+
+def stand_in(job: PodGroupInfo, tasks: list[PodInfo], suffix: str) -> PodGroupInfo:
+    """A job made of `tasks` only, all pending, each leaf's minMember the number of its tasks: how a
+    victim job (its evicted pods) or a partial preemptor (its first k tasks) enters the queue and job
+    order of an eviction simulation. Its name differs from the job's so that no cache mixes the two."""
+    copy = PodGroupInfo(
+        job.namespace,
+        f"{job.name}{suffix}",
+        job.uid,
+        job.queue,
+        job.creation,
+        job.priority,
+        job.priority_class_name,
+        job.preemptible,
+        len(tasks),
+        {},
+        job.topology,
+        job.last_start,
+    )
+    for task in tasks:
+        sub = copy.subgroups.get(task.subgroup)
+        if sub is None:
+            sub = copy.subgroups[task.subgroup] = SubGroupInfo(task.subgroup, 0)
+        pod = task.clone()
+        pod.status = PodStatus.PENDING
+        sub.pods.append(pod)
+        sub.min_member += 1
+    return copy
+
+
+class _Sub:
+    """Orders two comeback entries that fall between the same ranked jobs (ranked ones hold 0 there)."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: tuple[Any, ...]) -> None:
+        self.key = key
+
+    def __lt__(self, other: object) -> bool:
+        return isinstance(other, _Sub) and self.key < other.key
+
+    def __gt__(self, other: object) -> bool:
+        return isinstance(other, _Sub) and other.key < self.key
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Sub) and self.key == other.key
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+# (rank in victim order, tie break of comebacks, sequence, job)
+_Entry = tuple[float, Any, int, PodGroupInfo]
 
 
 class VictimPool:
-    """Candidate victim jobs of one action run, grouped by leaf queue, each group a heap in victim order."""
+    """Candidate victim jobs of one action run, grouped by leaf queue, each group a heap in victim order
+    (the reverse job order: lowest priority, then jobs above their minimum, then newest first)."""
 
     def __init__(self, ssn: Session, jobs: Iterable[PodGroupInfo]) -> None:
         self.ssn = ssn
         self.seq = itertools.count()
+        self.extras_first = ssn.config.params.evict_elastic_extras_first
         self.heaps: dict[str, list[_Entry]] = {}
         self.evictable_gpu = np.zeros(len(ssn.nodes))  # upper bound of GPUs victims hold, per node
-        # Victim order within a queue is the reverse job order: rank once, compare integers after.
-        ordered = sorted(jobs, key=lambda j: _Reverse(ssn.job_key(j)))
-        for rank, job in enumerate(ordered):
+        # Victim order is ranked once (integers compare fast); a job that comes back after giving up an
+        # elastic pod slots in between, by its new key (see `entry`).
+        keyed = sorted(((self._key(job, set()), job) for job in jobs), key=lambda kj: kj[0])
+        self.keys = [k for k, _ in keyed]
+        for rank, (_, job) in enumerate(keyed):
             heap = self.heaps.setdefault(job.queue, [])
-            extras = any(sub.active() > sub.min_member for sub in job.leaves)
-            heap.append((0 if extras else 1, rank, next(self.seq), job))
+            heap.append((float(rank), 0, next(self.seq), job))
             for pod in job.pods:
                 if pod.status in ACTIVE:
                     row = ssn.nodes.index.get(pod.node)
                     if row is not None:
-                        self.evictable_gpu[row] += ssn.vector(pod)[ssn.nodes.gpu_col]
+                        self.evictable_gpu[row] += task_gpus(ssn, pod)
         for heap in self.heaps.values():
             heapq.heapify(heap)
+
+    def _key(self, job: PodGroupInfo, gone: set[int]) -> tuple[Any, ...]:
+        """The job's sort key in victim order as it is once the pods in `gone` have left."""
+        key = _Reverse(self.ssn.job_key(_without(job, gone) if gone else job))
+        if not self.extras_first:
+            return (key,)
+        # Opt-in: jobs that still have pods above their minMember give those up before any gang breaks.
+        extras = any(
+            sum(1 for p in sub.pods if p.status in ACTIVE and id(p) not in gone) > sub.min_member for sub in job.leaves
+        )
+        return (0 if extras else 1, key)
+
+    def entry(self, job: PodGroupInfo, gone: set[int]) -> _Entry:
+        """A heap entry for a job that comes back: between the ranked jobs its new key falls between."""
+        key = self._key(job, gone)
+        return (bisect.bisect_left(self.keys, key) - 0.5, _Sub(key), next(self.seq), job)
 
     def picker(
         self,
@@ -149,7 +237,9 @@ class VictimPool:
 
 
 class VictimPicker:
-    """Hands out victim chunks for one preemptor: queue by victim queue order, job by reverse job order."""
+    """Hands out victim chunks for one preemptor: down the queue tree by the victim queue order (the
+    reverse of the allocation queue order, each queue judged with the victims already picked from its
+    subtree removed), then by reverse job order within the leaf."""
 
     def __init__(
         self,
@@ -160,8 +250,9 @@ class VictimPicker:
         jobs: Callable[[PodGroupInfo], bool],
         max_jobs: int | None,
     ) -> None:
+        ssn = pool.ssn
         self.pool = pool
-        self.ssn = pool.ssn
+        self.ssn = ssn
         self.action = action
         self.preemptor = preemptor
         self.heaps = heaps
@@ -169,57 +260,131 @@ class VictimPicker:
         self.max_jobs = max_jobs
         self.claimed: set[int] = set()  # ids of pods handed out as victims
         self.allowed: dict[int, bool] = {}  # by id of the job
-        # Queues that may give up victims to this preemptor at all (decided once).
-        self.live = [q for q in heaps if pool.ssn.victim_queue_allowed(action, preemptor, q)]
-        self.queue_keys: dict[str, tuple[Any, ...]] = {}  # valid until the session state changes
-        self.picked: dict[str, list[PodInfo]] = {q: [] for q in self.live}  # per queue: pods handed out
+        # Leaf queues that may give up victims to this preemptor at all (decided once), and the queue
+        # tree above them ("" is the root).
+        live = [q for q in heaps if ssn.victim_queue_allowed(action, preemptor, q)]
+        self.children: dict[str, list[str]] = {}
+        self.paths: dict[str, list[str]] = {}
+        self.left: dict[str, int] = {}  # jobs left in the heaps under each queue
+        for leaf in live:
+            path = [q.name for q in ssn.queue_path(leaf)]  # leaf first
+            self.paths[leaf] = path
+            parent = ""
+            for name in reversed(path):
+                kids = self.children.setdefault(parent, [])
+                if name not in kids:
+                    kids.append(name)
+                self.left[name] = self.left.get(name, 0) + len(heaps[leaf])
+                parent = name
+        self.handed: set[int] = set()  # ids of the jobs handed out (max_jobs counts them)
+        # Per queue, valid until the session state or its subtree changes: its key in victim order, and
+        # the leaf and pods its subtree gives up next.
+        self.queue_keys: dict[str, tuple[Any, ...]] = {}
+        self.best: dict[str, tuple[str, list[PodInfo], bool]] = {}
+        fns = ssn.hooks.victim_queue_order
+        self.key_fn = fns[0] if len(fns) == 1 else None
+        self.picked: dict[str, list[PodInfo]] = {q: [] for q in self.left}  # per queue subtree: pods handed out
 
     def state_changed(self) -> None:
         """Evictions became part of the statement: forget cached keys; picked pods now evicted are
         already out of their queue's allocation."""
         self.queue_keys.clear()
+        self.best.clear()
         self.picked = {q: [t for t in pods if t.status in ACTIVE] for q, pods in self.picked.items()}
 
-    def next_chunk(self) -> Chunk | None:
-        ssn = self.ssn
-        heaps, keys = self.heaps, self.queue_keys
-        while True:
-            best_key: tuple[Any, ...] | None = None
-            best_name = ""
-            for name in self.live:
-                if not heaps[name]:
-                    continue
-                key = keys.get(name)
-                if key is None:
-                    key = keys[name] = ssn.victim_queue_key(ssn.queues[name], self.picked[name])
-                if best_key is None or key < best_key:
-                    best_key, best_name = key, name
-            if best_key is None:
-                return None
-            heap = heaps[best_name]
-            _, rkey, _, job = heapq.heappop(heap)
+    def _top(self, leaf: str) -> tuple[list[PodInfo], bool] | None:
+        """The pods the leaf queue's first job in victim order would give up next (and whether they are
+        an elastic extra); jobs that may not be victims of this preemptor leave the heap."""
+        ssn, heap = self.ssn, self.heaps[leaf]
+        while heap:
+            job = heap[0][3]
             allowed = self.allowed.get(id(job))
             if allowed is None:
-                if self.max_jobs is not None and len(self.allowed) >= self.max_jobs:
-                    return None
                 allowed = job is not self.preemptor and self.jobs(job)
                 allowed = allowed and ssn.victim_allowed(self.action, self.preemptor, job)
                 self.allowed[id(job)] = allowed
-            if not allowed:
-                continue
-            tasks, extra = tasks_to_evict(ssn, job, self.claimed)
-            if not tasks:
-                continue
-            self.claimed.update(id(t) for t in tasks)
-            self.picked[best_name].extend(tasks)
-            keys.pop(best_name, None)
-            if extra:
-                # An elastic extra went: the job comes back, before any gang is broken if it still
-                # has extras, else as a gang.
-                _, more = tasks_to_evict(ssn, job, self.claimed)
-                heapq.heappush(heap, (0 if more else 1, rkey, next(self.pool.seq), job))
-            rows = [ssn.nodes.index.get(t.node, -1) for t in tasks]
-            return Chunk(job, tasks, rows)
+            if allowed:
+                tasks, extra = tasks_to_evict(ssn, job, self.claimed)
+                if tasks:
+                    return tasks, extra
+            heapq.heappop(heap)
+            self._taken(leaf, -1)
+        return None
+
+    def _best(self, name: str) -> tuple[str, list[PodInfo], bool] | None:
+        """The leaf (and the pods) the queue's subtree would give up next, chosen level by level: among
+        sibling queues, each judged with the first victim of its own subtree."""
+        cached = self.best.get(name)
+        if cached is not None:
+            return cached
+        kids = self.children.get(name)
+        found: tuple[str, list[PodInfo], bool] | None = None
+        if kids is None:
+            if not name:  # no queue may give up victims
+                return None
+            top = self._top(name)
+            if top is None:
+                return None
+            found = (name, top[0], top[1])
+        else:
+            left, best, keys = self.left, self.best, self.queue_keys
+            live = [child for child in kids if left[child]] if len(kids) > 1 else kids
+            best_key: tuple[Any, ...] | None = None
+            alone = len(live) == 1  # nothing to compare with
+            for child in live:
+                candidate = best.get(child) or self._best(child)
+                if candidate is None:
+                    continue
+                if alone:
+                    found = candidate
+                    break
+                key = keys.get(child) or self._key(child, candidate[1])
+                if best_key is None or key < best_key:
+                    best_key, found = key, candidate
+            if found is None:
+                return None
+        self.best[name] = found
+        return found
+
+    def _key(self, name: str, next_pods: list[PodInfo]) -> tuple[Any, ...]:
+        key = self.queue_keys.get(name)
+        if key is None:
+            queue = self.ssn.queues[name]
+            if self.key_fn is not None:
+                key = (self.key_fn(queue, self.picked[name], next_pods), name)
+            else:
+                key = self.ssn.victim_queue_key(queue, self.picked[name], next_pods)
+            self.queue_keys[name] = key
+        return key
+
+    def _taken(self, leaf: str, delta: int) -> None:
+        for name in self.paths[leaf]:
+            self.left[name] += delta
+            self.queue_keys.pop(name, None)
+            self.best.pop(name, None)
+        self.best.pop("", None)
+
+    def next_chunk(self) -> Chunk | None:
+        ssn = self.ssn
+        found = self._best("")
+        if found is None:
+            return None
+        leaf, tasks, extra = found
+        job = self.heaps[leaf][0][3]
+        if self.max_jobs is not None and id(job) not in self.handed and len(self.handed) >= self.max_jobs:
+            return None
+        self.handed.add(id(job))
+        heapq.heappop(self.heaps[leaf])
+        self._taken(leaf, -1)
+        self.claimed.update(id(t) for t in tasks)
+        for name in self.paths[leaf]:
+            self.picked[name].extend(tasks)
+        if extra:
+            # An elastic extra went: the rest of the job comes back, ranked as it now is.
+            heapq.heappush(self.heaps[leaf], self.pool.entry(job, self.claimed))
+            self._taken(leaf, +1)
+        rows = [ssn.nodes.index.get(t.node, -1) for t in tasks]
+        return Chunk(job, tasks, rows, [t.gpu_groups for t in tasks])
 
 
 # -- scheduling signatures ----------------------------------------------------------------------------
@@ -294,7 +459,6 @@ class Solver:
         job: PodGroupInfo,
         picker: VictimPicker,
         *,
-        replace_victims: bool,
         require_replaced: bool,
         message: Callable[[PodInfo, PodGroupInfo], str],
     ) -> None:
@@ -302,7 +466,6 @@ class Solver:
         self.action = action
         self.job = job
         self.picker = picker
-        self.replace_victims = replace_victims
         self.require_replaced = require_replaced
         self.message = message
         self.stmt = Statement(ssn)
@@ -314,14 +477,13 @@ class Solver:
 
     # -- cheap filters ----------------------------------------------------------------------------
     def _free_gpus(self, chunks: list[Chunk]) -> np.ndarray:
-        nodes = self.ssn.nodes
-        free = nodes.idle[:, self.gpu_col] + nodes.releasing[:, self.gpu_col]
+        free = self._base_free()
         if chunks:
             free = free.copy()
             for chunk in chunks:
                 for task, row in zip(chunk.tasks, chunk.rows, strict=True):
                     if row >= 0 and task.status in ACTIVE:
-                        free[row] += self.ssn.vector(task)[self.gpu_col]
+                        free[row] += task_gpus(self.ssn, task)
         return free[self.mask]
 
     def _feasible_with(self, chunks: list[Chunk], k: int) -> bool:
@@ -332,8 +494,7 @@ class Solver:
         if g <= EPS or any(abs(x - g) > EPS for x in needs):
             return _gpu_feasible(self._free_gpus(chunks), needs)
         if self._base is None or self._base[0] != g:
-            nodes = self.ssn.nodes
-            free = nodes.idle[:, self.gpu_col] + nodes.releasing[:, self.gpu_col]
+            free = self._base_free()
             fits = np.where(self.mask, np.floor(free / g + EPS), 0.0)
             self._base = (g, free, fits, float(fits.sum()))
         _, free, fits, total = self._base
@@ -341,18 +502,30 @@ class Solver:
         for chunk in chunks:
             for task, row in zip(chunk.tasks, chunk.rows, strict=True):
                 if row >= 0 and self.mask[row] and task.status in ACTIVE:
-                    extra[row] = extra.get(row, 0.0) + float(self.ssn.vector(task)[self.gpu_col])
+                    extra[row] = extra.get(row, 0.0) + task_gpus(self.ssn, task)
         for row, more in extra.items():
             total += float(np.floor((free[row] + more) / g + EPS)) - fits[row]
         return total >= len(needs) - EPS
 
-    def _hopeless(self, tasks: list[PodInfo]) -> bool:
+    def _base_free(self) -> np.ndarray:
+        """Per node, GPUs idle or releasing, the unused and releasing portions of shared GPUs included."""
         nodes = self.ssn.nodes
-        free = nodes.idle[:, self.gpu_col] + nodes.releasing[:, self.gpu_col] + self.picker.pool.evictable_gpu
+        free = nodes.idle[:, self.gpu_col] + nodes.releasing[:, self.gpu_col]
+        groups = self.ssn.gpus.groups
+        if groups:
+            free = free.copy()
+            for row, node_groups in groups.items():
+                for group in node_groups.values():
+                    if not group.fully_releasing:
+                        free[row] += max(0.0, 1.0 - group.used + group.releasing)
+        return free
+
+    def _hopeless(self, tasks: list[PodInfo]) -> bool:
+        free = self._base_free() + self.picker.pool.evictable_gpu
         return not _gpu_feasible(free[self.mask], self.needs)
 
     # -- budget -------------------------------------------------------------------------------------
-    def _check_budget(self, chunks: list[Chunk]) -> str:
+    def _check_budget(self, chunks: list[Chunk], returned: set[str]) -> str:
         params = self.ssn.config.params
         ratio, per_queue = params.max_evicted_gpu_ratio, params.max_evicted_gpus_per_queue
         if ratio < 0 and per_queue < 0:
@@ -360,7 +533,7 @@ class Solver:
         evicted = 0.0
         by_queue: dict[str, float] = {}
         for chunk in chunks:
-            gpus = sum(task_gpus(self.ssn, t) for t in chunk.tasks)
+            gpus = sum(task_gpus(self.ssn, t) for t in chunk.tasks if t.key not in returned)
             evicted += gpus
             by_queue[chunk.job.queue] = by_queue.get(chunk.job.queue, 0.0) + gpus
         if ratio >= 0 and evicted > ratio * self.requested + EPS:
@@ -384,41 +557,32 @@ class Solver:
         for chunk in chunks:
             for task in chunk.tasks:
                 if task.status in ACTIVE:
-                    self.stmt.evict(task, self.action, self.job.key, self.message(task, self.job))
+                    self.stmt.evict(task, self.action, self.job.key)  # the message is written on commit
 
-    def _replace(self, chunks: list[Chunk]) -> set[str]:
-        """Place evicted victims again (pipelined), job by job; a gang only if all of it fits."""
-        replaced: set[str] = set()
-        if not self.replace_victims:
-            return replaced
+    def _place_victim(self, chunk: Chunk) -> bool:
+        """Place an evicted chunk again (pipelined), all of it or none of it."""
         ssn, stmt = self.ssn, self.stmt
-        for chunk in sorted(chunks, key=lambda c: ssn.job_key(c.job)):
-            cp = stmt.checkpoint()
-            if ssn.hooks.subset_nodes:
-                # Node-set constraints (topology): the victim's gang through the framework's placement.
-                moved = sorted((t for t in chunk.tasks if t.status is PodStatus.RELEASING), key=ssn.task_key)
-                if not moved or place_tasks(ssn, stmt, chunk.job, moved, pipeline_only=True).ok:
-                    replaced.update(t.key for t in chunk.tasks)
-                else:
-                    stmt.rollback(cp)
-                continue
-            done = True
-            for task in sorted(chunk.tasks, key=ssn.task_key):
-                if task.status is not PodStatus.RELEASING:
-                    continue
-                placement = find_node(ssn, task)
-                if placement is None or not ssn.pre_predicate(task).ok:
-                    done = False
-                    break
-                stmt.pipeline(task, ssn.nodes.names[placement.row])
-            if done:
-                replaced.update(t.key for t in chunk.tasks)
-            else:
+        moved = sorted((t for t in chunk.tasks if t.status is PodStatus.RELEASING), key=ssn.task_key)
+        if not moved:
+            return True
+        cp = stmt.checkpoint()
+        if ssn.hooks.subset_nodes:
+            # Node-set constraints (topology): the victim's gang through the framework's placement.
+            if place_tasks(ssn, stmt, chunk.job, moved, pipeline_only=True).ok:
+                return True
+            stmt.rollback(cp)
+            return False
+        for task in moved:
+            placement = find_node(ssn, task)
+            if placement is None or not ssn.pre_predicate(task).ok:
                 stmt.rollback(cp)
-        return replaced
+                return False
+            stmt.pipeline(task, ssn.nodes.names[placement.row])
+        return True
 
     def _place(self, tasks: list[PodInfo], start: int, stop: int) -> int:
-        """Place tasks[start:stop] one by one; returns how many of all tasks are placed."""
+        """Place tasks[start:stop] one by one, pipelined (a preemptor never binds in the action that
+        made room for it); returns how many of all tasks are placed."""
         ssn, stmt = self.ssn, self.stmt
         if ssn.hooks.subset_nodes:
             # Node-set constraints (topology): the first k tasks as one batch, the extras one at a time,
@@ -427,7 +591,7 @@ class Solver:
             done = start
             for batch in batches:
                 cp = stmt.checkpoint()
-                if not place_tasks(ssn, stmt, self.job, batch).ok:
+                if not place_tasks(ssn, stmt, self.job, batch, pipeline_only=True).ok:
                     stmt.rollback(cp)
                     return done
                 done += len(batch)
@@ -439,19 +603,61 @@ class Solver:
             placement = find_node(ssn, task)
             if placement is None:
                 return i
-            node = ssn.nodes.names[placement.row]
-            if placement.pipelined:
-                stmt.pipeline(task, node)
-            else:
-                stmt.allocate(task, node)
+            stmt.pipeline(task, ssn.nodes.names[placement.row])
         return stop
 
-    def _valid(self, chunks: list[Chunk], tasks: list[PodInfo], replaced: set[str]) -> bool:
-        scenario = Scenario(self.action, self.job, tasks, self.tasks, chunks, replaced)
+    def _simulate(self, chunks: list[Chunk], k: int) -> tuple[set[str], set[str]] | None:
+        """With `chunks` evicted, allocate the job's first k tasks and the victim jobs again, in the
+        session's queue and job order (pipeline-only), each after its own queue's capacity check. A
+        victim that finds no place stays evicted; if the job finds none, the scenario fails (None).
+        Ordering by the session's queues is what keeps reclaim and allocate from undoing each other:
+        when a victim's queue would win the freed resources back, it takes them here, and the job does
+        not fit. Returns the keys of victim pods placed again, and of those back where they were."""
+        ssn = self.ssn
+        by_job: dict[str, list[Chunk]] = {}
+        for chunk in chunks:
+            by_job.setdefault(chunk.job.key, []).append(chunk)
+        units: dict[int, str] = {}
+        me = stand_in(self.job, self.tasks[:k], f"\x00sim{next(_STAND_INS)}")
+        units[id(me)] = ""
+        reps = [me]
+        for key, group in by_job.items():
+            moved = [t for c in group for t in c.tasks if t.status is PodStatus.RELEASING]
+            if not moved:
+                continue
+            rep = stand_in(group[0].job, moved, f"\x00sim{next(_STAND_INS)}")
+            units[id(rep)] = key
+            reps.append(rep)
+        order = JobQueue(ssn, reps)
+        replaced: set[str] = set()
+        while (rep := order.pop()) is not None:
+            key = units[id(rep)]
+            if not key:
+                if not ssn.check_job_capacity(self.job, self.tasks[:k]).ok or self._place(self.tasks, 0, k) < k:
+                    return None
+                continue
+            group = by_job[key]
+            moved = [t for c in group for t in c.tasks if t.status is PodStatus.RELEASING]
+            if not ssn.check_job_capacity(group[0].job, moved).ok:
+                continue
+            for chunk in sorted(group, key=lambda c: ssn.task_key(c.tasks[0])):
+                if self._place_victim(chunk):
+                    replaced.update(t.key for t in chunk.tasks)
+        returned: set[str] = set()
+        nodes = ssn.nodes
+        for chunk in chunks:
+            for task, row, groups in zip(chunk.tasks, chunk.rows, chunk.groups, strict=True):
+                home = row >= 0 and nodes.index.get(task.node) == row and task.gpu_groups == groups
+                if home and task.key in replaced:
+                    returned.add(task.key)
+        return replaced, returned
+
+    def _valid(self, chunks: list[Chunk], tasks: list[PodInfo], replaced: set[str], returned: set[str]) -> bool:
+        scenario = Scenario(self.action, self.job, tasks, self.tasks, chunks, replaced, returned)
         if self.require_replaced and scenario.lost():
             self.reason = "not every moved pod could be placed again"
             return False
-        budget = self._check_budget(chunks)
+        budget = self._check_budget(chunks, returned)
         if budget:
             self.budget = budget
             return False
@@ -463,43 +669,31 @@ class Solver:
         return True
 
     def _trial(self, recorded: list[Chunk], new: list[Chunk], k: int) -> int:
-        """Evict `new`, place the job's first k tasks (and as many more as fit), place victims again,
-        validate. Returns the number of tasks solved (0: rejected, state rolled back)."""
+        """Evict `new`, allocate the job's first k tasks and the victims again (session order), then as
+        many more of the job's tasks as fit; validate. Returns the number of tasks solved (0: rejected,
+        state rolled back); `self.returned` names the victims back where they were."""
         stmt, tasks = self.stmt, self.tasks
         self.policy_rejected = False
         cp = stmt.checkpoint()
         self._evict(new)
         chunks = recorded + new
-        if self._place(tasks, 0, k) < k:
+        outcome = self._simulate(chunks, k)
+        if outcome is None:
             stmt.rollback(cp)
             return 0
+        replaced, returned = outcome
         cp_k = stmt.checkpoint()
-        placed = self._place(tasks, k, len(tasks))
-        if self._valid(chunks, tasks[:placed], self._replace(chunks)):
-            self.solved_cp = cp
+        placed = self._place(tasks, k, len(tasks)) if k < len(tasks) else k
+        if self._valid(chunks, tasks[:placed], replaced, returned):
+            self.solved_cp, self.returned = cp, returned
             return placed
         if placed > k:
             stmt.rollback(cp_k)
-            if self._valid(chunks, tasks[:k], self._replace(chunks)):
-                self.solved_cp = cp
+            if self._valid(chunks, tasks[:k], replaced, returned):
+                self.solved_cp, self.returned = cp, returned
                 return k
         stmt.rollback(cp)
         return 0
-
-    def _prune(self, recorded: list[Chunk], group: list[Chunk], k: int, step: int) -> tuple[list[Chunk], int]:
-        """The group worked: drop the chunks popped earlier on this node that turn out not to be needed
-        (a later, larger victim may free enough alone). Leaves the state of the kept group's trial."""
-        self.stmt.rollback(self.solved_cp)
-        best = list(group)
-        for chunk in group[:-1]:
-            candidate = [c for c in best if c is not chunk]
-            if self._feasible_with(candidate, k) and self._trial(recorded, candidate, k):
-                best = candidate
-                self.stmt.rollback(self.solved_cp)
-        final = self._trial(recorded, best, k)
-        if final:
-            return best, final
-        return group, self._trial(recorded, group, k)
 
     def solve(self) -> Outcome:
         ssn, job = self.ssn, self.job
@@ -511,34 +705,37 @@ class Solver:
             status = ssn.pre_predicate(task)
             if status.code is Code.UNRESOLVABLE:  # no eviction can help (e.g. larger than any node)
                 return Outcome(False, status.message)
-        mask = np.ones(len(ssn.nodes), dtype=bool)
+        # Nodes some task may use (each task is checked on its own when it is placed).
+        mask = np.zeros(len(ssn.nodes), dtype=bool)
         needs_gpu = all(t.needs_gpu for t in tasks)
         for t in {t.placement_signature: t for t in tasks}.values():
-            mask &= filter_nodes(ssn, t)
-        if not mask.any():
-            return Outcome(False, "no node passes the job's predicates")
+            fits = filter_nodes(ssn, t)
+            if not fits.any():
+                return Outcome(False, "no node passes the job's predicates")
+            mask |= fits
         self.mask = mask
         self.needs = [float(ssn.vector(t)[self.gpu_col]) for t in tasks]
         if needs_gpu and self._hopeless(tasks):
             return Outcome(False, "not enough GPUs even with every candidate victim evicted")
+        keep_share = ssn.config.params.reclaim_keeps_victim_share
         n = len(tasks)
         recorded: list[Chunk] = []
         potential: dict[int, list[Chunk]] = {}  # node row -> popped chunks with pods there
-        solved = 0
-        if _gpu_feasible(self._free_gpus([]), self.needs[:1]):
-            solved = self._trial(recorded, [], 1)
+        self.returned: set[str] = set()
+        solved = 0  # a scenario without victims is never accepted for the first task
         while solved < n:
+            k = solved + 1
+            step = 0
             if solved:
                 self.stmt.rollback(self.solved_cp)
                 self._evict(recorded)
-            k = solved + 1
-            step = 0
+                step = self._trial(recorded, [], k)  # the victims found so far may be enough
             while step == 0:
                 chunk = self.picker.next_chunk()
                 if chunk is None:
                     self.stmt.discard()
                     return Outcome(False, self.reason, self.budget)
-                over = self._check_budget([*recorded, chunk])
+                over = self._check_budget([*recorded, chunk], set())
                 if over:
                     self.budget = over  # this chunk can never be part of an acceptable scenario
                     continue
@@ -551,10 +748,10 @@ class Solver:
                     if not self._feasible_with(group, k):
                         continue
                     step = self._trial(recorded, group, k)
-                    if not step and self.policy_rejected:
-                        # Fairness and min-runtime validators only get stricter with more victims: a chunk
-                        # they refuse even alone can never be part of an acceptable scenario. Drop it, or it
-                        # poisons every larger group on its nodes (a big gang popped before small jobs).
+                    if not step and keep_share and self.policy_rejected:
+                        # Opt-in rule: with the victim's share kept, a chunk refused even alone can never
+                        # be part of an acceptable scenario. Drop it, or it poisons every larger group on
+                        # its nodes (a big gang popped before small jobs).
                         if len(group) > 1 and self._feasible_with([chunk], k):
                             step = self._trial(recorded, [chunk], k)
                             group = [chunk] if step else group
@@ -562,8 +759,6 @@ class Solver:
                             for r in rows:
                                 potential[r] = [c for c in potential[r] if c is not chunk]
                             break
-                    if step and len(group) > 1:
-                        group, step = self._prune(recorded, group, k, step)
                     if step:
                         self.picker.state_changed()
                         self._base = None
@@ -578,16 +773,26 @@ class Solver:
 
     def _finish(self, recorded: list[Chunk]) -> None:
         ssn, job, stmt = self.ssn, self.job, self.stmt
-        if leaf_short_of_allocations(job) is not None:
-            stmt.convert_to_pipelined(job.key)
+        returned = self.returned
+        # Victims placed back on the node (and GPUs) they held were never really moved.
+        for chunk in recorded:
+            for task in chunk.tasks:
+                if task.key in returned:
+                    stmt.unevict(task)
         pods: dict[str, int] = {}
         for chunk in recorded:
-            gpus = sum(task_gpus(ssn, t) for t in chunk.tasks)
+            gone = [t for t in chunk.tasks if t.key not in returned]
+            if not gone:
+                continue
+            gpus = sum(task_gpus(ssn, t) for t in gone)
             ssn.evicted_gpus[chunk.job.queue] = ssn.evicted_gpus.get(chunk.job.queue, 0.0) + gpus
-            pods[chunk.job.key] = pods.get(chunk.job.key, 0) + len(chunk.tasks)
+            pods[chunk.job.key] = pods.get(chunk.job.key, 0) + len(gone)
         for key, count in pods.items():
             note = victim_note(ssn, self.action, job, ssn.jobs[key], count)
             ssn.fit_errors[key] = Status(Code.UNSCHEDULABLE, "Evicted", note)
+        for op in stmt.ops:
+            if op.kind == "evict" and not op.message:
+                op.message = self.message(op.task, job)
         stmt.commit()
 
 
@@ -623,7 +828,6 @@ def run_evicting_action(
     queues: Callable[[PodGroupInfo], Callable[[str], bool]],
     jobs: Callable[[PodGroupInfo], Callable[[PodGroupInfo], bool]],
     message: Callable[[PodInfo, PodGroupInfo], str],
-    replace_victims: bool = True,
     require_replaced: bool = False,
     max_victim_jobs: int | None = None,
     signature_scope: Callable[[PodGroupInfo], str] = lambda job: job.queue,
@@ -650,7 +854,6 @@ def run_evicting_action(
             action,
             job,
             picker,
-            replace_victims=replace_victims,
             require_replaced=require_replaced,
             message=message,
         )

@@ -50,10 +50,23 @@ SCENARIOS = {
 }
 
 
+# kai's opt-in protections, all on (off by default: KAI's rules).
+PROTECTIONS = {
+    "reclaimKeepsVictimShare": True,
+    "reclaimSparesQueuesWithinQuota": True,
+    "spareJobsPlacedThisCycle": True,
+    "evictElasticExtrasFirst": True,
+}
+
+
+@pytest.mark.parametrize("protected", [False, True], ids=["kai-default", "opt-ins-on"])
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_state_after_round_n_equals_state_after_n_plus_3(name: str) -> None:
+def test_state_after_round_n_equals_state_after_n_plus_3(name: str, protected: bool) -> None:
     objects = SCENARIOS[name]()
-    config = {"schedulerParams": {"maxEvictedGpusPerQueuePerCycle": 2}} if name == "budget" else None
+    params: dict[str, Any] = dict(PROTECTIONS) if protected else {}
+    if name == "budget":
+        params["maxEvictedGpusPerQueuePerCycle"] = 2
+    config = {"schedulerParams": params} if params else None
     five = run(objects, rounds=5, config=config)
     eight = run(objects, rounds=8, config=config)
     assert five["pods"] == eight["pods"]
@@ -87,3 +100,23 @@ def test_a_big_gang_first_in_line_does_not_let_the_victim_queue_win_back_what_re
     assert len(evictions) == 1  # one reclaim, never repeated
     assert result["pods"]["ns/small"]["status"] == "Running"
     assert sum(1 for k, p in result["pods"].items() if k.startswith("ns/a") and p["status"] == "Running") == 7
+
+
+def test_a_victim_whose_queue_would_take_the_gpus_back_is_not_evicted() -> None:
+    # n1 (8 GPUs): a (quota 0) runs 2 one-GPU jobs and waits with w1; c (quota 0) runs 6; d (quota 0,
+    # weight 0, queue priority 200) waits with x. Fair shares: a asks 3, c 6, d no weight: a 3, c 5, d 0.
+    # Round 1: a (2 + 1 <= 3) reclaims c's newest (c 6 > 5). Round 2: allocate gives the freed GPU to d's x
+    # (higher queue priority), not to a. Round 3: a could reclaim x (d holds 1 > its share 0), but in the
+    # re-allocation d ranks before a, x goes back on its node and w1 finds no place: no eviction, ever.
+    from tests.actions.evict_helpers import all_evictions
+
+    objects = [node("n1", gpus=8), gq("a", 0), gq("c", 0), gq("d", 0, weight=0, priority=200)]
+    for i in range(2):
+        objects += job(f"a{i}", "a", nodes="n1", age=500 - i)
+    for i in range(6):
+        objects += job(f"c{i}", "c", nodes="n1", age=400 - i)
+    objects += job("w1", "a", age=3) + job("x", "d", age=5)
+    result = run(objects, rounds=5)
+    assert [(e["pod"], e["by"]) for e in all_evictions(result)] == [("ns/c5", "ns/w1")]
+    assert result["pods"]["ns/x"]["status"] == "Running"
+    assert result["pods"]["ns/w1"]["status"] == "Pending"

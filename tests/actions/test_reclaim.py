@@ -245,33 +245,101 @@ def test_multiplier_accepts_both_spellings_and_rejects_nonsense() -> None:
         proportion_factory({"relcaimerSaturationMultiplier": "0"})
 
 
-def test_a_big_gang_is_not_reclaimed_when_that_would_take_its_queue_below_quota() -> None:
-    # ⚠ kai's choice: a (quota 4) holds one 8-GPU gang; b (quota 4) wants 1 GPU. Fair shares: b 1,
-    # a 7. KAI checks the victim queue only before each chunk (8 > 7) and would evict all 8 GPUs,
-    # leaving a at 0 < its quota of 4. kai refuses: a reclaim never takes a queue below its quota.
+KEEP_SHARE = {"reclaimKeepsVictimShare": True}
+
+
+def big_gang_over_by_one() -> list[dict]:
+    """a (quota 4) holds one 8-GPU gang; b (quota 4) wants 1 GPU. Fair shares (8): deserved b min(4, 1)
+    = 1, a min(4, 8) = 4; the 3 left go to a (b is sated): a 7, b 1."""
     objects = [node("n1", gpus=8), gq("a", 4), gq("b", 4)]
-    objects += job("gang", "a", size=8, nodes="n1", age=10) + job("small", "b", age=1)
-    result = run(objects, config=ONLY_RECLAIM)
-    assert result["rounds"][0]["evicted"] == []
+    return objects + job("gang", "a", size=8, nodes="n1", age=10) + job("small", "b", age=1)
 
 
-def test_queue_below_quota_when_the_cycle_starts_keeps_its_pods_this_cycle() -> None:
-    # ⚠ kai's choice. n0 is full of queue a's jobs (quota 0, weight 1); on n1, queue c (quota 6,
-    # weight 0, queue priority 200) runs rc1 (1 GPU) and rc4 (4 GPUs): 5 < 6 when the cycle starts.
+def test_one_big_gang_may_take_its_queue_from_over_its_share_to_below_its_quota() -> None:
+    # b: 0 + 1 <= 1 may reclaim. The victim queue is judged before the chunk only: a holds 8 > 7, so the
+    # whole gang (8 GPUs) goes, and a ends at 0, below its quota of 4. The re-allocation (b first: within
+    # its quota) places small; the gang (8) no longer fits beside it. small is pipelined, bound next round.
+    result = run(big_gang_over_by_one(), rounds=2, config=ONLY_RECLAIM)
+    assert evictions(result) == {f"ns/gang-{i}": ("reclaim", "ns/small") for i in range(8)}
+    assert result["rounds"][0]["pipelined"] == [{"pod": "ns/small", "node": "n1"}]
+    assert status(result, "ns/small") == "Running"
+
+
+def test_opt_in_a_reclaim_never_takes_the_victim_queue_below_its_share_or_quota() -> None:
+    # reclaimKeepsVictimShare: after the chunk a would hold 0 < its share 7 (and < its quota 4): refused.
+    config = {**ONLY_RECLAIM, "schedulerParams": KEEP_SHARE}
+    result = run(big_gang_over_by_one(), rounds=2, config=config)
+    assert result["rounds"][0]["evicted"] == [] and result["rounds"][1]["evicted"] == []
+    assert status(result, "ns/small") == "Pending"
+
+
+def test_a_victim_queue_that_would_win_the_freed_gpus_back_keeps_its_pods() -> None:
+    # n0 is full of queue a's jobs (quota 0, weight 1); on n1, queue c (quota 6, weight 0, queue priority
+    # 200) runs rc1 (1 GPU) and rc4 (4 GPUs): 5 < 6 when the cycle starts.
     # Fair shares (16): a asks 8 + 1 + 1 = 10, c 5 + 2 = 7 -> c min(6, 7) = 6, a the other 10.
     # Allocate: neither queue stays within its quota with its next job; c has the higher priority:
     # w3 (2 GPUs) goes on n1 -> c holds 7; then a's w0 takes n1's last GPU -> a holds 9.
-    # a's w1 (1 GPU) waits: 9 + 1 <= 10, so a may reclaim, and c now holds 7 > 6: KAI would evict
-    # rc1 (c back to 6). kai keeps a queue that was not above its quota when the cycle began whole
-    # for that cycle: nothing is evicted.
+    # a's w1 (1 GPU) waits: 9 + 1 <= 10, so a may reclaim, and c holds 7 > 6: rc1 may go. But the
+    # re-allocation runs in queue order, c (priority 200) before a: rc1 goes back on its own node, w1
+    # finds no place, and the scenario fails. Nothing is evicted, in this round or the next.
     objects = [node("n0", gpus=8), node("n1", gpus=8), gq("a", 0), gq("c", 6, weight=0, priority=200)]
     for i, gpus in enumerate([1, 2, 1, 2, 2]):
         objects += job(f"r{i}", "a", gpus=gpus, nodes="n0", age=500 - i)
     objects += job("rc1", "c", gpus=1, nodes="n1", age=300) + job("rc4", "c", gpus=4, nodes="n1", age=400)
     objects += job("w3", "c", gpus=2, age=3) + job("w0", "a", age=5) + job("w1", "a", age=4)
-    result = run(objects)
+    result = run(objects, rounds=2)
     assert placed(result) == {"ns/w3": "n1", "ns/w0": "n1"}
+    assert result["rounds"][0]["evicted"] == [] and result["rounds"][1]["evicted"] == []
+
+
+def leaf_within_quota_under_a_parent_over_its_share() -> list[dict]:
+    """n0 (8 GPUs). Parent p (quota 0, weight 0) holds leaf a (quota 6) running r0 (1 GPU) and r1 (2 x 2
+    GPUs); top-level c (quota 0, weight 1) waits with a gang of 2 x 2 GPUs. Fair shares (8): at the top,
+    nothing deserved; only c has weight: c gets its 4, p 0. Inside p, a gets min(6, 5) = 5."""
+    objects = [node("n0", gpus=8), gq("p", 0, weight=0), gq("a", 6, parent="p", weight=0)]
+    objects += [gq("b", 0, parent="p", weight=0), gq("c", 0)]
+    objects += job("r0", "a", nodes="n0", age=500) + job("r1", "a", gpus=2, size=2, nodes="n0", age=499)
+    return objects + job("w0", "c", gpus=2, size=2, age=0)
+
+
+def test_a_leaf_within_its_quota_loses_pods_when_its_parent_is_over_its_share() -> None:
+    # c: 0 + 4 <= 4 may reclaim. The queues are compared where their paths meet: p against c. p holds 5 >
+    # its allocatable share max(0, 0) = 0: r1 (the newest, a gang of 4 GPUs) goes, though a holds 5 < 6.
+    result = run(leaf_within_quota_under_a_parent_over_its_share(), config=ONLY_RECLAIM)
+    assert evictions(result) == {"ns/r1-0": ("reclaim", "ns/w0"), "ns/r1-1": ("reclaim", "ns/w0")}
+
+
+def test_opt_in_a_queue_within_its_quota_at_cycle_start_keeps_its_pods() -> None:
+    # reclaimSparesQueuesWithinQuota: a holds 5 <= 6 when the cycle starts, so nothing of a's may go.
+    config = {**ONLY_RECLAIM, "schedulerParams": {"reclaimSparesQueuesWithinQuota": True}}
+    result = run(leaf_within_quota_under_a_parent_over_its_share(), config=config)
     assert result["rounds"][0]["evicted"] == []
+
+
+def placed_this_cycle() -> list[dict]:
+    """n1 (8 GPUs): queue c (quota 0) runs c0..c5 (1 GPU each, c5 the newest); 2 GPUs free. a (quota 4)
+    waits with one 4-GPU pod, c with cs (1 GPU, the newest job). Fair shares: a 4, c 4 (the surplus)."""
+    objects = [node("n1", gpus=8), gq("a", 4), gq("c", 0)]
+    for i in range(6):
+        objects += job(f"c{i}", "c", nodes="n1", age=100 - i)
+    return objects + job("big", "a", gpus=4, age=10) + job("cs", "c", age=5)
+
+
+def test_a_pod_placed_earlier_in_the_cycle_may_be_reclaimed() -> None:
+    # Allocate: a first (0 + 4 within its quota) but 2 GPUs are not enough; c's cs takes one (c holds 7).
+    # Reclaim: a 0 + 4 <= 4. Victims newest first: cs (just placed), c5, c4: 1 free + 3 = 4; c stays above
+    # its share 4 before each chunk (7, 6, 5). a ranks first in the re-allocation: big takes the 4.
+    result = run(placed_this_cycle(), config=ONLY_RECLAIM)
+    assert result["rounds"][0]["bound"] == [{"pod": "ns/cs", "node": "n1", "gpuGroups": []}]
+    assert set(evictions(result)) == {"ns/cs", "ns/c5", "ns/c4"}
+    assert result["rounds"][0]["pipelined"] == [{"pod": "ns/big", "node": "n1"}]
+
+
+def test_opt_in_pods_placed_earlier_in_the_cycle_are_never_victims() -> None:
+    # spareJobsPlacedThisCycle: cs is not a candidate; c5, c4, c3 go instead (c: 7, 6, 5 > 4 before each).
+    config = {**ONLY_RECLAIM, "schedulerParams": {"spareJobsPlacedThisCycle": True}}
+    result = run(placed_this_cycle(), config=config)
+    assert set(evictions(result)) == {"ns/c5", "ns/c4", "ns/c3"}
 
 
 def test_victims_that_turn_out_unneeded_are_spared() -> None:
@@ -309,19 +377,17 @@ def test_consolidating_reclaim_places_victims_again_and_counts_only_the_lost_one
 
 
 def test_without_consolidating_reclaim_every_victim_counts() -> None:
-    # Clearing n1 would now cost a 4 GPUs: 6 > 4, 5 > 4, then 4 > 4 fails -> rejected. Then a5 and a4
-    # come up on n2: evicting both frees n2 (2 + 2) and a goes 6 -> 5 -> 4, each time from above 4.
+    # Clearing n1 now costs a 4 GPUs, moved ones included: 6 > 4, 5 > 4, then 4 > 4 fails -> rejected;
+    # n1 is not cleared. (KAI then takes nothing at all; kai goes on to n2: a5 and a4, 6 -> 5 -> 4.)
     config = {**ONLY_RECLAIM, "schedulerParams": {"allowConsolidatingReclaim": False}}
     result = run(consolidating_case(), config=config)
-    assert evictions(result) == {"ns/a4": ("reclaim", "ns/want"), "ns/a5": ("reclaim", "ns/want")}
-    assert result["rounds"][0]["pipelined"] == [{"pod": "ns/want", "node": "n2"}]
+    assert not {"ns/a0", "ns/a1", "ns/a2", "ns/a3"} & set(evictions(result))
 
 
-def test_a_victim_too_big_to_take_does_not_block_the_small_ones_behind_it() -> None:
-    # One node of 8 GPUs, quotas 4/4. Queue a runs three 1-GPU jobs and a 2x2-GPU gang (7 GPUs); b runs 1
-    # and waits for 3. The gang is the first victim in order, but taking it would leave a with 3 GPUs,
-    # below its quota of 4: it is passed over, and a's three single jobs make room for b instead.
-    from tests.scenario import node, pod, podgroup, queue, run
+def too_big_first() -> list[dict]:
+    """One node of 8 GPUs, quotas 4/4. Queue a runs three 1-GPU jobs and a 2 x 2-GPU gang (the newest: 7
+    GPUs); b runs 1 and waits with three 1-GPU jobs. Fair shares: a 4, b 4."""
+    from tests.scenario import pod, podgroup, queue
 
     quota = {"quota": 4, "overQuotaWeight": 1, "limit": -1}
     objects = [node("n1", gpus=8), queue("a", gpu=quota), queue("b", gpu=quota)]
@@ -332,7 +398,41 @@ def test_a_victim_too_big_to_take_does_not_block_the_small_ones_behind_it() -> N
     objects += [podgroup("b-3", "b"), pod("b-3", group="b-3", gpus=1, node="n1")]
     for i in range(3):
         objects += [podgroup(f"b-{i}", "b"), pod(f"b-{i}", group=f"b-{i}", gpus=1)]
-    result = run(objects, rounds=3)
+    return objects
+
+
+def test_the_first_victim_goes_whole_even_when_it_takes_its_queue_below_quota() -> None:
+    # b-0 (0 + 1 after b-3's 1: 2 <= 4) may reclaim. The gang is the newest victim: a holds 7 > 4 before
+    # it, so all 4 GPUs go (a ends at 3 < 4); b-0, b-1 and b-2 fit the freed GPUs (b first: within quota).
+    result = run(too_big_first(), rounds=3)
+    evicted = sorted(e["pod"] for e in result["rounds"][0]["evicted"])
+    assert evicted == ["ns/a-gang-0", "ns/a-gang-1"]
+    assert {q: v["allocated"]["gpu"] for q, v in result["queues"].items()} == {"a": 3.0, "b": 4.0}
+
+
+def test_opt_in_a_victim_too_big_to_take_does_not_block_the_small_ones_behind_it() -> None:
+    # reclaimKeepsVictimShare: taking the gang would leave a with 3 GPUs, below its quota of 4: it is
+    # passed over, and a's three single jobs make room for b instead.
+    result = run(too_big_first(), rounds=3, config={"schedulerParams": KEEP_SHARE})
     evicted = sorted(e["pod"] for e in result["rounds"][0]["evicted"])
     assert evicted == ["ns/a-0", "ns/a-1", "ns/a-2"]
     assert {q: v["allocated"]["gpu"] for q, v in result["queues"].items()} == {"a": 4.0, "b": 4.0}
+
+
+def test_pods_sharing_a_gpu_are_reclaimed_together_to_free_it_whole() -> None:
+    # n1 has 2 GPUs, each shared by two half-GPU pods of queue a (quota 0): f0, f1 on g0, f2, f3 (newest)
+    # on g1. b (quota 2) wants one whole GPU: fair shares b 1, a 1 (a holds 2). Newest first: f3 frees
+    # half of g1, f2 the other half (a: 2 > 1, then 1.5 > 1 before each chunk); then g1 is free whole.
+    from tests.scenario import pod, podgroup
+
+    objects = [node("n1", gpus=2), gq("a", 0), gq("b", 2)]
+    for i in range(4):
+        made = f"2025-12-31T0{i}:00:00Z"
+        shared = pod(f"f{i}", group=f"f{i}", gpus=0, node="n1", created=made)
+        shared["metadata"]["annotations"]["gpu-fraction"] = "0.5"
+        shared["metadata"]["labels"]["runai-gpu-group"] = f"g{i // 2}"
+        objects += [podgroup(f"f{i}", "a", created=made), shared]
+    objects += [podgroup("w", "b"), pod("w", group="w", gpus=1)]
+    result = run(objects, rounds=2, config=ONLY_RECLAIM)
+    assert evictions(result) == {"ns/f2": ("reclaim", "ns/w"), "ns/f3": ("reclaim", "ns/w")}
+    assert status(result, "ns/w") == "Running"

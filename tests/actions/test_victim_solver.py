@@ -60,3 +60,32 @@ def test_elastic_victims_lose_extras_one_at_a_time_then_the_whole_gang() -> None
         gone.update(id(t) for t in tasks)
     assert chunks == [(["e-3"], True), (["e-2"], True), (["e-0", "e-1"], False)]
     assert tasks_to_evict(ssn, victim, gone) == ([], False)
+
+
+def elastic_beside_a_gang() -> list[dict]:
+    """n1 (8 GPUs), queues a and b (quota 4 each). a runs three non-preemptible 1-GPU jobs, an elastic
+    job e (build-preemptible, priority 75, minMember 1, three 1-GPU pods) and a gang g (train, priority 50,
+    two 1-GPU pods). b waits for 1 GPU. Fair shares: b 1, a 7; a holds 8."""
+    objects = [node("n1", gpus=8), gq("a", 4), gq("b", 4)]
+    for i in range(3):
+        objects += job(f"o{i}", "a", nodes="n1", priority_class="build", age=300 - i)
+    objects += job("e", "a", size=3, min_member=1, nodes="n1", priority_class="build-preemptible", age=200)
+    return objects + job("g", "a", size=2, nodes="n1", age=100) + job("want", "b", age=1)
+
+
+def test_victims_go_lowest_priority_first_even_if_that_breaks_a_gang() -> None:
+    # Reverse job order: the lower priority (g, 50) before e's extras (75): the whole gang goes.
+    from tests.actions.evict_helpers import evictions
+    from tests.scenario import run
+
+    result = run(elastic_beside_a_gang(), config={"actions": "allocate, reclaim"})
+    assert set(evictions(result)) == {"ns/g-0", "ns/g-1"}
+
+
+def test_opt_in_elastic_extras_go_before_any_gang_is_broken() -> None:
+    # evictElasticExtrasFirst: e's newest extra pod is enough for b's 1 GPU; g keeps running.
+    from tests.actions.evict_helpers import evictions
+    from tests.scenario import run
+
+    config = {"actions": "allocate, reclaim", "schedulerParams": {"evictElasticExtrasFirst": True}}
+    assert set(evictions(run(elastic_beside_a_gang(), config=config))) == {"ns/e-2"}

@@ -7,7 +7,7 @@ Registered by the proportion plugin on the session's eviction hooks; actions nev
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,6 +21,32 @@ if TYPE_CHECKING:
 
 EPS = 1e-9
 NAMES = ("GPUs", "CPU", "memory")
+
+
+class _Descending:
+    """Sorts strings last-first (the newest-name tie break of the victim queue order)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __lt__(self, other: _Descending) -> bool:
+        return self.text > other.text
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Descending) and self.text == other.text
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _drs(ag: float, ac: float, am: float, sg: float, sc: float, sm: float) -> float:
+    """Dominant resource share: max over resources of allocated / allocatable (x1000 where that is 0)."""
+    return max(
+        ag / sg if sg > EPS else ag * 1000.0,
+        ac / sc if sc > EPS else ac * 1000.0,
+        am / sm if sm > EPS else am * 1000.0,
+    )
 
 
 def _ratio(allocated: float, share: float) -> float:
@@ -37,13 +63,21 @@ class ReclaimRules:
         self.p = plugin
         self.multiplier = multiplier
         self.ssn = ssn
-        self._sums: dict[int, tuple[list[PodInfo], int, tuple[float, float, float]]] = {}
-        self._shares: dict[str, list[float]] = {}
-        # Queues not above their deserved quota in any resource when the session opened: kept whole
-        # this cycle, even if allocate gives them more before reclaim runs.
+        self._sums: dict[int, list[Any]] = {}  # id of a picked list -> [list, counted, gpu, cpu, memory]
+        self._shares: dict[str, tuple[Any, ...]] = {}  # per queue: what its victim order key needs
+        self._next: tuple[list[PodInfo] | None, tuple[float, float, float]] = (None, (0.0, 0.0, 0.0))
+        self._triples: dict[int, tuple[PodInfo, str, tuple[float, float, float]]] = {}
+        params = ssn.config.params
+        self.keep_share = params.reclaim_keeps_victim_share  # opt-in: the after-the-chunk checks
+        # Opt-in: queues not above their deserved quota in any resource when the session opened are
+        # kept whole this cycle, even if allocate gives them more before reclaim runs.
         self.guaranteed = {
-            name: bool(np.all((a.deserved < 0) | (a.allocated <= a.deserved + EPS))) for name, a in plugin.attrs.items()
+            name: bool(np.all((a.deserved < 0) | (a.allocated <= a.deserved + EPS)))
+            for name, a in plugin.attrs.items()
+            if params.reclaim_spares_queues_within_quota
         }
+        self.filter_queues = self.keep_share or params.reclaim_spares_queues_within_quota
+        self.consolidating = params.allow_consolidating_reclaim
 
     def register(self) -> None:
         hooks = self.ssn.hooks
@@ -58,15 +92,29 @@ class ReclaimRules:
 
     def _picked_sum(self, picked: list[PodInfo]) -> tuple[float, float, float]:
         """Sum of a victim list that only grows: cached per list object, extended incrementally."""
-        cached = self._sums.get(id(picked))
-        if cached is None or cached[0] is not picked or cached[1] > len(picked):
-            cached = (picked, 0, (0.0, 0.0, 0.0))
-        _, counted, (g, c, m) = cached
-        for task in picked[counted:]:
-            vg, vc, vm = self.p.queue_vector(task).tolist()
+        record = self._sums.get(id(picked))
+        if record is None or record[0] is not picked or record[1] > len(picked):
+            record = self._sums[id(picked)] = [picked, 0, 0.0, 0.0, 0.0]
+        counted = record[1]
+        if counted == len(picked):
+            return record[2], record[3], record[4]
+        g, c, m = record[2], record[3], record[4]
+        triple = self._triple
+        for i in range(counted, len(picked)):
+            vg, vc, vm = triple(picked[i])
             g, c, m = g + vg, c + vc, m + vm
-        self._sums[id(picked)] = (picked, len(picked), (g, c, m))
+        record[1:] = [len(picked), g, c, m]
         return g, c, m
+
+    def _triple(self, pod: PodInfo) -> tuple[float, float, float]:
+        """The pod's queue vector as three floats (cached per pod and node: victims do not move while
+        they are ordered)."""
+        found = self._triples.get(id(pod))
+        if found is not None and found[0] is pod and found[1] == pod.node:
+            return found[2]
+        triple: tuple[float, float, float] = tuple(self.p.queue_vector(pod).tolist())  # type: ignore[assignment]
+        self._triples[id(pod)] = (pod, pod.node, triple)
+        return triple
 
     def _path(self, queue: str) -> list[str]:
         return [q.name for q in self.ssn.queue_path(queue)]
@@ -117,13 +165,12 @@ class ReclaimRules:
     ) -> bool:
         total = self.p.total
         r, v = self.p.attrs[r_side], self.p.attrs[v_side]
-        # MaintainFairShare: the victim side is above its allocatable share in some resource. KAI looks
-        # only before the chunk; kai also wants it at or above that share after the chunk, in a resource
-        # the chunk gives up. Otherwise the victim's queue ends below its share, the next allocate ranks it
-        # first for the very GPUs just freed, it takes them back and reclaim starts again: a loop.
+        # MaintainFairShare: the victim side is above its allocatable share in some resource, before the
+        # chunk. With the opt-in reclaimKeepsVictimShare it must also stay at or above that share after
+        # the chunk, in a resource the chunk gives up.
         share = v.allocatable(total)
         above = v_remaining > share + EPS
-        if chunk is not None:
+        if chunk is not None and self.keep_share:
             above &= (chunk > EPS) & (v_remaining - chunk >= share - EPS)
         if np.any(above):
             return True
@@ -133,7 +180,10 @@ class ReclaimRules:
         return bool(within and above)
 
     def victim_queue_filter(self, action: str, preemptor: PodGroupInfo, queue: str) -> bool:
-        """Reclaim: skip queues that could not lose anything under either strategy."""
+        """Reclaim, with one of kai's opt-in protections on: skip queues that could not lose anything
+        under either strategy (KAI itself pops every candidate and lets the validator judge)."""
+        if not self.filter_queues:
+            return True
         if action != "reclaim" or queue not in self.p.attrs or preemptor.queue not in self.p.attrs:
             return True
         r_side, v_side = self.divergence(preemptor.queue, queue)
@@ -147,19 +197,49 @@ class ReclaimRules:
             r_side, v_side, self.p.attrs[r_side].allocated, request, self.p.attrs[v_side].allocated
         )
 
-    def victim_queue_key(self, queue: QueueInfo, picked: list[PodInfo]) -> float:
-        """The queue most over its allocatable share (once the pods already picked are gone) gives up
-        victims first: the reverse of the queue order's dominant-share rule."""
-        attrs = self.p.attrs.get(queue.name)
-        if attrs is None:
-            return 0.0
-        share = self._shares.get(queue.name)
-        if share is None:  # constant within the session
-            share = self._shares[queue.name] = attrs.allocatable(self.p.total).tolist()
-        allocated = attrs.allocated.tolist()
+    def victim_queue_key(self, queue: QueueInfo, picked: list[PodInfo], next_pods: list[PodInfo]) -> tuple[Any, ...]:
+        """Which queue gives up a victim first: the reverse of the allocation queue order (section 4.4),
+        the queue judged with the victims already picked from its subtree removed. Over its fair share in
+        every resource first; then not within its deserved quota; lower queue priority; using a resource
+        its allocatable share is 0 for; higher dominant resource share once its next victim (`next_pods`)
+        is gone too, then without it; larger allocatable share; newest."""
+        consts = self._shares.get(queue.name)
+        if consts is None:  # constant within the session
+            attrs = self.p.attrs.get(queue.name)
+            if attrs is None:
+                return ()
+            share = attrs.allocatable(self.p.total).tolist()
+            consts = self._shares[queue.name] = (
+                attrs,
+                share,
+                attrs.fair_share.tolist(),
+                attrs.deserved.tolist(),
+                queue.priority * 2,
+                (tuple(-c for c in share), -queue.creation, _Descending(queue.name)),
+            )
+        attrs, (sg, sc, sm), (fg, fc, fm), (dg, dc, dm), priority, tail = consts
+        ag, ac, am = attrs.allocated.tolist()
         if picked:
-            allocated = [a - p for a, p in zip(allocated, self._picked_sum(picked), strict=True)]
-        return -max(a / c if c > EPS else a * 1000.0 for a, c in zip(allocated, share, strict=True))
+            pg, pc, pm = self._picked_sum(picked)
+            ag, ac, am = ag - pg, ac - pc, am - pm
+        over_used = ag > fg + EPS and ac > fc + EPS and am > fm + EPS
+        within = (dg < 0 or ag <= dg + EPS) and (dc < 0 or ac <= dc + EPS) and (dm < 0 or am <= dm + EPS)
+        zero_share = sg <= 0 < ag or sc <= 0 < ac or sm <= 0 < am
+        drs = _drs(ag, ac, am, sg, sc, sm)
+        after = drs
+        if next_pods:
+            if self._next[0] is not next_pods:  # the same list is judged at every level of its path
+                vg = vc = vm = 0.0
+                triple = self._triple
+                for pod in next_pods:
+                    xg, xc, xm = triple(pod)
+                    vg, vc, vm = vg + xg, vc + xc, vm + xm
+                self._next = (next_pods, (vg, vc, vm))
+            vg, vc, vm = self._next[1]
+            after = _drs(ag - vg, ac - vc, am - vm, sg, sc, sm)
+        # (not over its share, within its quota, queue priority, not using a zero share) as one number
+        head = (0 if over_used else 2) + (1 if within else 0)
+        return (head, priority + (0 if zero_share else 1), -after, -drs, *tail)
 
     # -- scenarios ----------------------------------------------------------------------------------
     def validate(self, action: str, scenario: Scenario) -> Status:
@@ -194,19 +274,22 @@ class ReclaimRules:
     def _reclaimable(self, scenario: Scenario, request: np.ndarray) -> Status:
         p = self.p
         reclaimer = scenario.preemptor.queue
+        # Only victims that really leave count: with consolidating reclaim, those placed again elsewhere
+        # are ignored too.
         lost = {t.key for t in scenario.lost()}
+        counted = lost if self.consolidating else {t.key for t in scenario.moved()}
         # The allocation before the scenario: undo the preemptor's placement and the lost victims.
         before = {name: a.allocated.copy() for name, a in p.attrs.items()}
         for name in self._path(reclaimer):
             before[name] -= request
         chunks: list[tuple[str, np.ndarray]] = []
         for chunk in scenario.chunks:
-            vec = sum((p.queue_vector(t) for t in chunk.tasks if t.key in lost), np.zeros(3))
-            if not vec.any():
-                continue
+            gone = sum((p.queue_vector(t) for t in chunk.tasks if t.key in lost), np.zeros(3))
             for name in self._path(chunk.job.queue):
-                before[name] += vec
-            chunks.append((chunk.job.queue, vec))
+                before[name] += gone
+            vec = sum((p.queue_vector(t) for t in chunk.tasks if t.key in counted), np.zeros(3))
+            if vec.any():
+                chunks.append((chunk.job.queue, vec))
         remaining = {name: vec.copy() for name, vec in before.items()}
         taken: dict[tuple[str, str], np.ndarray] = {}
         for victim_queue, vec in chunks:
@@ -220,11 +303,11 @@ class ReclaimRules:
                 )
             for name in self._path(victim_queue):
                 remaining[name] -= vec
-            # kai's guarantee on top of KAI's rule: a chunk may not take the victim side below its
-            # deserved quota (KAI only checks before the chunk, so one big gang could).
+            # Opt-in reclaimKeepsVictimShare: a chunk may not take the victim side below its deserved
+            # quota (KAI only checks before the chunk, so one big gang can).
             v = p.attrs[v_side]
             under = (v.deserved >= 0) & (vec > EPS) & (remaining[v_side] < v.deserved - EPS)
-            if under.any():
+            if self.keep_share and under.any():
                 col = int(np.flatnonzero(under)[0])
                 return unschedulable(
                     "ReclaimBelowQuota",
