@@ -121,11 +121,6 @@ def test_limited_queue_runs_one_pod_and_says_why_the_second_waits() -> None:
     assert "limit of 1 GPUs" in result["podGroups"]["default/pg-trainer"]["message"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kai's preempt stops at queue team's limit before counting the victim's GPU as freed; "
-    "KAI preempts the train pod (checked against KAI's own scheduling code)",
-)
 def test_build_pod_preempts_the_running_train_pod_in_its_limited_queue(tmp_path: Path) -> None:
     (trainer,) = kai_example("priority/train-pod.yaml")
     trainer["metadata"]["creationTimestamp"] = "2025-12-31T23:00:00Z"

@@ -198,7 +198,7 @@ class ReclaimRules:
         )
 
     def victim_queue_key(self, queue: QueueInfo, picked: list[PodInfo], next_pods: list[PodInfo]) -> tuple[Any, ...]:
-        """Which queue gives up a victim first: the reverse of the allocation queue order (section 4.4),
+        """Which queue gives up a victim first: the reverse of the allocation queue order,
         the queue judged with the victims already picked from its subtree removed. Over its fair share in
         every resource first; then not within its deserved quota; lower queue priority; using a resource
         its allocatable share is 0 for; higher dominant resource share once its next victim (`next_pods`)
