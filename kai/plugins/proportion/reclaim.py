@@ -14,6 +14,7 @@ import numpy as np
 from kai.framework.session import Session
 from kai.framework.status import SUCCESS, Status, unschedulable
 from kai.model import PodGroupInfo, PodInfo, QueueInfo
+from kai.plugins.proportion.fairshare import UNLIMITED
 
 if TYPE_CHECKING:
     from kai.framework.victims import Scenario
@@ -72,7 +73,7 @@ class ReclaimRules:
         # Opt-in: queues not above their deserved quota in any resource when the session opened are
         # kept whole this cycle, even if allocate gives them more before reclaim runs.
         self.guaranteed = {
-            name: bool(np.all((a.deserved < 0) | (a.allocated <= a.deserved + EPS)))
+            name: bool(np.all((a.deserved == UNLIMITED) | (a.allocated <= a.deserved + EPS)))
             for name, a in plugin.attrs.items()
             if params.reclaim_spares_queues_within_quota
         }
@@ -145,7 +146,7 @@ class ReclaimRules:
         if not job.preemptible:
             for name in self._path(job.queue):
                 a = self.p.attrs[name]
-                over = (a.deserved >= 0) & (request > 0) & (a.allocated_np + request > a.deserved + EPS)
+                over = (a.deserved != UNLIMITED) & (request > 0) & (a.allocated_np + request > a.deserved + EPS)
                 if over.any():
                     return unschedulable(
                         "NonPreemptibleOverQuota",
@@ -175,8 +176,8 @@ class ReclaimRules:
         if np.any(above):
             return True
         # GuaranteeDeservedQuota: the reclaimer side stays within deserved, the victim side is above its own.
-        within = np.all((r.deserved < 0) | (r_allocated + request <= r.deserved + EPS))
-        above = np.any((v.deserved >= 0) & (v_remaining > v.deserved + EPS))
+        within = np.all((r.deserved == UNLIMITED) | (r_allocated + request <= r.deserved + EPS))
+        above = np.any((v.deserved != UNLIMITED) & (v_remaining > v.deserved + EPS))
         return bool(within and above)
 
     def victim_queue_filter(self, action: str, preemptor: PodGroupInfo, queue: str) -> bool:
@@ -223,7 +224,11 @@ class ReclaimRules:
             pg, pc, pm = self._picked_sum(picked)
             ag, ac, am = ag - pg, ac - pc, am - pm
         over_used = ag > fg + EPS and ac > fc + EPS and am > fm + EPS
-        within = (dg < 0 or ag <= dg + EPS) and (dc < 0 or ac <= dc + EPS) and (dm < 0 or am <= dm + EPS)
+        within = (
+            (dg == UNLIMITED or ag <= dg + EPS)
+            and (dc == UNLIMITED or ac <= dc + EPS)
+            and (dm == UNLIMITED or am <= dm + EPS)
+        )
         zero_share = sg <= 0 < ag or sc <= 0 < ac or sm <= 0 < am
         drs = _drs(ag, ac, am, sg, sc, sm)
         after = drs
@@ -257,14 +262,14 @@ class ReclaimRules:
         work, within deserved quota) at every level."""
         for name in self._path(job.queue):
             a = self.p.attrs[name]
-            over = (a.limit >= 0) & (request > 0) & (a.allocated > a.limit + EPS)
+            over = (a.limit != UNLIMITED) & (request > 0) & (a.allocated > a.limit + EPS)
             if over.any():
                 col = int(np.flatnonzero(over)[0])
                 return unschedulable(
                     "OverLimit", f"queue {name} would exceed its limit of {a.limit[col]:g} {NAMES[col]}"
                 )
             if not job.preemptible:
-                over = (a.deserved >= 0) & (request > 0) & (a.allocated_np > a.deserved + EPS)
+                over = (a.deserved != UNLIMITED) & (request > 0) & (a.allocated_np > a.deserved + EPS)
                 if over.any():
                     return unschedulable(
                         "NonPreemptibleOverQuota", f"non-preemptible job would take queue {name} over its quota"
@@ -306,7 +311,7 @@ class ReclaimRules:
             # Opt-in reclaimKeepsVictimShare: a chunk may not take the victim side below its deserved
             # quota (KAI only checks before the chunk, so one big gang can).
             v = p.attrs[v_side]
-            under = (v.deserved >= 0) & (vec > EPS) & (remaining[v_side] < v.deserved - EPS)
+            under = (v.deserved != UNLIMITED) & (vec > EPS) & (remaining[v_side] < v.deserved - EPS)
             if self.keep_share and under.any():
                 col = int(np.flatnonzero(under)[0])
                 return unschedulable(
