@@ -26,7 +26,8 @@ class FreeResources:
     def __init__(self, ssn: Session) -> None:
         self.ssn = ssn
         nodes = ssn.nodes
-        self.free = (nodes.idle + nodes.releasing)[nodes.usable].sum(axis=0) if len(nodes) else np.zeros(0)
+        width = len(ssn.space.names)  # no nodes at all: nothing is free, in every column
+        self.free = (nodes.idle + nodes.releasing)[nodes.usable].sum(axis=0) if len(nodes) else np.zeros(width)
         self.needs: dict[tuple[str, int], np.ndarray] = {}
 
     def placed(self, tasks: list[PodInfo]) -> None:

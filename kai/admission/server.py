@@ -53,28 +53,31 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         path = self.path.split("?", 1)[0]
         length = int(self.headers.get("Content-Length") or 0)
-        if length <= 0 or length > MAX_BODY:
-            self._send(400, {"error": "expected a JSON AdmissionReview body"})
-            return
-        raw = self.rfile.read(length)
-        try:
-            body = json.loads(raw)
-            result = review(path, body, self.server.rules)
-        except KeyError:
-            self._send(404, {"error": f"no webhook at {path}"})
-            return
-        except (ValueError, BadReview) as err:
-            self._send(400, {"error": f"bad AdmissionReview: {err}"})
-            return
-        except Exception as err:  # a broken rule must not take the server down
-            log.exception("webhook %s failed", path)
-            self._send(500, {"error": f"{type(err).__name__}: {err}"})
-            return
-        self.server.reviews += 1
-        response = result["response"]
-        if not response.get("allowed"):
-            log.info("%s: denied: %s", path, response.get("status", {}).get("message"))
-        self._send(200, result)
+        raw = self.rfile.read(length) if 0 < length <= MAX_BODY else b""
+        status, body = respond(path, raw, self.server.rules)
+        if status == 200:
+            self.server.reviews += 1
+        self._send(status, body)
+
+
+def respond(path: str, raw: bytes, rules: PodRules) -> tuple[int, Any]:
+    """The HTTP status and JSON body answering `raw` posted to `path`."""
+    if not raw:
+        return 400, {"error": "expected a JSON AdmissionReview body"}
+    try:
+        body = json.loads(raw)
+        result = review(path, body, rules)
+    except KeyError:
+        return 404, {"error": f"no webhook at {path}"}
+    except (ValueError, BadReview) as err:
+        return 400, {"error": f"bad AdmissionReview: {err}"}
+    except Exception as err:  # a broken rule must not take the server down
+        log.exception("webhook %s failed", path)
+        return 500, {"error": f"{type(err).__name__}: {err}"}
+    response = result["response"]
+    if not response.get("allowed"):
+        log.info("%s: denied: %s", path, response.get("status", {}).get("message"))
+    return 200, result
 
 
 class _Server(ThreadingHTTPServer):
