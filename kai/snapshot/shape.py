@@ -32,6 +32,8 @@ from kai.api.quantity import QuantityError, as_float
 # a few hundred; beyond this the number is a typo or an attack (10^8 GPUs takes gigabytes of arrays).
 MAX_GPUS_PER_NODE = 4096
 INT32 = (-(2**31), 2**31 - 1)
+MAX_SUBGROUPS = 1000  # `maxItems` of spec.subGroups in the PodGroup CRD (and the admission webhook's limit)
+MAX_SUBGROUP_DEPTH = 32  # levels of sub-group parents, as the admission webhook allows
 MAX_QUEUE_DEPTH = 100  # levels of queues under a top-level queue (KAI's clusters use two to four)
 MAX_NUMBER = 2.0**63  # queue quotas and limits: beyond int64 a number is not a quota
 
@@ -401,6 +403,36 @@ def _pod_limits(walk: _Walk, obj: dict[str, Any]) -> None:
         del annotations[keys.GPU_FRACTION_NUM_DEVICES_ANNOTATION]
 
 
+def _subgroup_limits(walk: _Walk, obj: dict[str, Any]) -> None:
+    spec = obj.get("spec") or {}
+    subgroups = spec.get("subGroups")
+    if not isinstance(subgroups, list):
+        return
+    if len(subgroups) > MAX_SUBGROUPS:
+        walk.problem("spec.subGroups", f"has {len(subgroups)} sub-groups, more than {MAX_SUBGROUPS}")
+        del spec["subGroups"]
+        return
+    parent = {
+        str(g.get("name")).lower(): str(g.get("parent") or "").lower()
+        for g in subgroups
+        if isinstance(g, dict) and g.get("name")
+    }
+    depth: dict[str, int] = {}
+    for start in parent:
+        chain: list[str] = []
+        current = start
+        while current and current in parent and current not in depth and current not in chain:
+            chain.append(current)
+            current = parent[current]
+        base = depth.get(current, 0)
+        for offset, name in enumerate(reversed(chain), start=1):
+            depth[name] = base + offset
+    deepest = max(depth.values(), default=0)
+    if deepest > MAX_SUBGROUP_DEPTH:
+        walk.problem("spec.subGroups", f"nest {deepest} levels deep; at most {MAX_SUBGROUP_DEPTH} are allowed")
+        del spec["subGroups"]
+
+
 def check_shapes(objects: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[Problem]]:
     """The objects fit for the builder (fixed in place), and a problem per field of the wrong shape.
 
@@ -429,6 +461,8 @@ def check_shapes(objects: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], l
             _node_limits(walk, obj)
         elif kind == "Pod":
             _pod_limits(walk, obj)
+        elif kind == "PodGroup":
+            _subgroup_limits(walk, obj)
         problems.extend(walk.problems)
         kept.append(obj)
     too_deep, depth_problems = _queue_depth(kept)

@@ -115,6 +115,9 @@ class ProportionPlugin:
             row = nodes.index.get(pod.node)
             if row is not None and usable[row] and pod.status in (PodStatus.RUNNING, PodStatus.RELEASING):
                 total -= ssn.vector(pod)[cols]
+                # Another scheduler's gpu-fraction pod takes its portion out of the total, as in KAI (which
+                # does not do the same for a gpu-memory pod).
+                total[0] -= pod.gpu.fraction * pod.gpu.num_devices
         return np.maximum(total, 0.0)
 
     def queue_vector(self, pod: PodInfo) -> np.ndarray:
