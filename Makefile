@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test test-offline lint bench bench-live bench-trace controlplane clean
+.PHONY: demo test test-offline lint fuzz bench bench-live bench-trace controlplane clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -29,6 +29,14 @@ controlplane: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check kai tests bench
 	$(VENV)/bin/lint-imports
+
+# The fuzz suite at full size: FUZZ_CASES (10,000) mutated snapshots, configs and AdmissionReviews each,
+# in a worker under a 1 GiB memory limit, plus FUZZ_CLI cases through the real kai binary (1 GiB limit
+# each). Prints the outcome counts; fails on any internal error or crash (the inputs land in .fuzz-failures/).
+FUZZ_CASES ?= 10000
+FUZZ_CLI ?= 200
+fuzz: $(STAMP)
+	$(PY) -m tests.fuzz.census --cases $(FUZZ_CASES) --cli $(FUZZ_CLI)
 
 bench: $(STAMP)
 	$(PY) bench/run.py

@@ -97,7 +97,10 @@ def test_a_long_cycle_is_reported_once_and_short(server: WebhookServer) -> None:
     [
         {"metadata": ["x"], "spec": "y"},
         {"metadata": {"name": "p", "annotations": 5}, "spec": {"schedulerName": "kai-scheduler", "containers": 3}},
-        {"metadata": {"name": ["p"]}, "spec": {"schedulerName": "kai-scheduler", "containers": ["c", {"resources": 1}]}},
+        {
+            "metadata": {"name": ["p"]},
+            "spec": {"schedulerName": "kai-scheduler", "containers": ["c", {"resources": 1}]},
+        },
     ],
 )
 def test_wrongly_shaped_pods_get_an_admission_review(server: WebhookServer, obj: dict[str, Any]) -> None:

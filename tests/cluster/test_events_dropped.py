@@ -35,9 +35,9 @@ def test_overflow_counts_every_drop_and_logs_once(caplog: pytest.LogCaptureFixtu
             ]
         # one event taken by the stuck worker (or still queued), two queued: at least 7 of 10 dropped
         assert results.count(False) == recorder.dropped >= 7
-        assert metrics.registry.get_sample_value(
-            "kai_events_dropped_total", {"component": "kai-scheduler"}
-        ) == float(recorder.dropped)
+        assert metrics.registry.get_sample_value("kai_events_dropped_total", {"component": "kai-scheduler"}) == float(
+            recorder.dropped
+        )
         warnings = [r for r in caplog.records if "event queue full" in r.getMessage()]
         assert len(warnings) == 1 and "kai-scheduler" in warnings[0].getMessage()
         assert b"kai_events_dropped_total" in metrics.render()

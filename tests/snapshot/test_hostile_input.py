@@ -12,7 +12,9 @@ import pytest
 from tests.scenario import NOW, node, pod, podgroup, queue, run_cli, write
 
 
-def simulate(tmp_path: Path, objects: list[dict[str, Any]] | None = None, data: bytes | None = None) -> tuple[int, str, str]:
+def simulate(
+    tmp_path: Path, objects: list[dict[str, Any]] | None = None, data: bytes | None = None
+) -> tuple[int, str, str]:
     path = tmp_path / "snap.yaml"
     if data is not None:
         path.write_bytes(data)
@@ -43,7 +45,9 @@ def test_invalid_utf8_names_file_and_position(tmp_path: Path) -> None:
 
 
 def test_yaml_nested_50000_deep_is_refused_not_a_segfault(tmp_path: Path) -> None:
-    err = refused(tmp_path, data=b"apiVersion: v1\nkind: Node\nmetadata: {name: n}\nspec: " + b"[" * 50_000 + b"]" * 50_000)
+    err = refused(
+        tmp_path, data=b"apiVersion: v1\nkind: Node\nmetadata: {name: n}\nspec: " + b"[" * 50_000 + b"]" * 50_000
+    )
     assert "snap.yaml: line 4, column" in err and "is nested more than 256 levels deep" in err
 
 
@@ -147,7 +151,10 @@ def test_non_finite_or_huge_quantities(tmp_path: Path, raw: str) -> None:
 def test_absurd_gpu_capacity_is_refused_naming_node_and_field(tmp_path: Path) -> None:
     objects = [node("big", gpus=10**8), queue("q"), pod("p", queue="q", gpus=1)]
     err = refused(tmp_path, objects)
-    assert "Node big: status.allocatable.nvidia.com/gpu: '100000000' GPUs on one node is more than kai accepts (4096)" in err
+    assert (
+        "Node big: status.allocatable.nvidia.com/gpu: '100000000' GPUs on one node is more than kai accepts (4096)"
+        in err
+    )
     code, _, stderr = simulate(tmp_path, [node("big", gpus=4096), queue("q"), pod("p", queue="q", gpus=1)])
     assert code == 0, stderr
 
@@ -157,7 +164,9 @@ def test_fraction_over_absurdly_many_devices(tmp_path: Path) -> None:
     objects.append(
         pod("p", queue="q", node="n", annotations={"gpu-fraction": "0.5", "gpu-fraction-num-devices": "1000000000"})
     )
-    assert "Pod ns/p: metadata.annotations[gpu-fraction-num-devices]: '1000000000' devices" in refused(tmp_path, objects)
+    assert "Pod ns/p: metadata.annotations[gpu-fraction-num-devices]: '1000000000' devices" in refused(
+        tmp_path, objects
+    )
 
 
 def test_out_of_range_integers(tmp_path: Path) -> None:
