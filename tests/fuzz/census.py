@@ -3,8 +3,9 @@
     python -m tests.fuzz.census --cases 2000                    # every suite, in-process
     python -m tests.fuzz.census --suite snapshot --cases 10000 --cli 200
 
-Cases run in a forked worker under a 1 GiB address-space limit, so that a signal or an allocation
-beyond the limit is counted as a crash (the worker is started again) instead of ending the run. `--cli
+Cases run in a forked worker under a 1 GiB address-space limit, so that a signal, an allocation
+beyond the limit or a case running over 60 s (KAI_FUZZ_CASE_SECONDS) is counted as a crash (the
+worker is started again) instead of ending the run. `--cli
 N` also sends N snapshot cases through the real `kai` binary. Every failing case is saved under
 `--save` (default `.fuzz-failures/`) with its outcome, to be replayed with `python -m tests.fuzz.outcome`.
 Exits 1 when any case ended in an internal error or a crash.
@@ -29,6 +30,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from tests.fuzz import mutate, outcome
 
 SUITES = ("snapshot", "config", "admission")
+CASE_SECONDS = float(os.environ.get("KAI_FUZZ_CASE_SECONDS", "60"))  # longer than this is a hang
 
 
 def _strategy(suite: str) -> Any:
@@ -85,7 +87,12 @@ def census(suite: str, cases: int, cli: bool, save: Path, run_seed: int) -> coll
         worker.start()
         child.close()
         current: Any = None
+        hung = False
         while True:
+            if current is not None and not parent.poll(CASE_SECONDS):
+                hung = True  # one case has run for CASE_SECONDS: a hang, counted as a crash
+                worker.kill()
+                break
             try:
                 message = parent.recv()
             except EOFError:
@@ -104,8 +111,9 @@ def census(suite: str, cases: int, cli: bool, save: Path, run_seed: int) -> coll
                 done = cases
                 break
         worker.join()
-        if current is not None:  # the worker died on this case
+        if current is not None:  # the worker died (or hung) on this case
             detail = f"worker ended by signal {-worker.exitcode}" if worker.exitcode else "worker ended"
+            detail = f"no answer in {CASE_SECONDS:.0f} s" if hung else detail
             counts["crash"] += 1
             done += 1
             details[f"crash: {detail}"] += 1

@@ -202,3 +202,22 @@ def test_pending_pod_and_no_node_at_all(tmp_path: Path) -> None:
     assert code == 0, stderr
     result = json.loads(stdout)
     assert result["rounds"][0]["bound"] == [] and result["pods"]["ns/p"]["status"] == "Pending"
+
+
+# -- the scheduler configuration file: read with the same limits ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (b"actions: \"allocate\xff\"\n", "config.yaml: byte 18 (line 1, column 19): is not valid UTF-8"),
+        (b"tiers: " + b"[" * 50_000 + b"]" * 50_000, "config.yaml: line 1, column"),
+        (b"actions: allocate\n---\nactions: reclaim\n", "config.yaml: document 2: is one document too many"),
+    ],
+)
+def test_config_file_reading(tmp_path: Path, data: bytes, expected: str) -> None:
+    write(base(), tmp_path, "snap.yaml")
+    (tmp_path / "config.yaml").write_bytes(data)
+    done = run_cli(["simulate", "-f", str(tmp_path / "snap.yaml"), "--config", str(tmp_path / "config.yaml")])
+    assert done.returncode == 1 and "Traceback" not in done.stderr and "internal error" not in done.stderr
+    assert expected in done.stderr
