@@ -36,6 +36,10 @@ except AttributeError:  # pragma: no cover - PyYAML built without libyaml
 MAX_DEPTH = 256
 MAX_FILE_BYTES = int(os.environ.get("KAI_MAX_FILE_BYTES", str(64 << 20)))
 
+# An alias (`*name`) or an anchor (`&name`) where a YAML node starts: after a space, a line start or `[{,`.
+_ALIAS = re.compile(r"(?:^|[\s\[{,])\*[^\s,\[\]{}]")
+_ANCHOR = re.compile(r"(?:^|[\s\[{,])&[^\s,\[\]{}]")
+
 _BOMS = (
     (codecs.BOM_UTF32_LE, "utf-32"),
     (codecs.BOM_UTF32_BE, "utf-32"),
@@ -63,7 +67,10 @@ def decode(data: bytes, where: str) -> tuple[str | None, Problem | None]:
 def _may_be_deep(text: str, limit: int) -> bool:
     """False when the text cannot nest `limit` levels: few brackets, shallow indentation, short chains."""
     quarter = limit // 4
-    if text.count("[") + text.count("{") >= quarter:
+    # Flow collections: every opening bracket may add a level, but an empty `{}` / `[]` (which kubectl
+    # and YAML dumpers write everywhere) adds at most one, wherever it is.
+    openings = text.count("[") + text.count("{") - text.count("[]") - text.count("{}")
+    if openings + 1 >= quarter:
         return True
     if re.search(rf"(?m)^[ \t]{{{quarter}}}", text):
         return True
@@ -138,7 +145,7 @@ def parse_text(text: str, where: str, limit: int = MAX_DEPTH) -> tuple[list[Any]
         return [], _yaml_error(err, where)
     except RecursionError:  # pragma: no cover - the depth checks above come first
         return [], Problem(where, "document", f"is nested more than {limit} levels deep")
-    if "&" in text and "*" in text:  # aliases can nest deeper than the text shows
+    if _ALIAS.search(text) and _ANCHOR.search(text):  # aliases can nest deeper than the text shows
         for number, document in enumerate(documents, start=1):
             if structure_depth(document, limit) > limit:
                 return [], Problem(where, f"document {number}", f"is nested more than {limit} levels deep (aliases)")
