@@ -274,6 +274,7 @@ def run_what_if(
     from kai.sim.workload import SimulationParams, _Reader, job_podgroup, parse_job_entry
     from kai.snapshot.builder import build_snapshot
     from kai.snapshot.reader import read_objects
+    from kai.snapshot.shape import check_shapes
 
     objects, problems = read_objects([str(f) for f in files])
     job_docs = _read_yaml_all(job_file)
@@ -282,6 +283,9 @@ def run_what_if(
     if not plain_jobs:
         job_objects, job_problems = read_objects([str(job_file)])
         problems.extend(job_problems)
+    objects, shape_problems = check_shapes(objects)
+    job_objects, job_shape_problems = check_shapes(job_objects)
+    problems.extend([*shape_problems, *job_shape_problems])
     if problems:
         raise InvalidInput(problems)
     scheduler = config.params.scheduler_name
