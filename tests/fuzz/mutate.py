@@ -99,6 +99,8 @@ CONFIGS: list[Any] = [
             "fullHierarchyFairness": True,
             "schedulerName": "kai-scheduler",
         },
+        "queueDepthPerAction": {"allocate": 100, "reclaim": 10},
+        "usageDBConfig": {"clientType": "prometheus", "usageParams": {"halfLifePeriod": "10m", "windowSize": "1h"}},
     },
 ]
 
