@@ -194,7 +194,8 @@ def validate_gpu_sharing(pod: KubeObject, gpu_sharing: bool = True) -> list[Prob
         if container_name not in names:
             reject(
                 keys.GPU_FRACTION_CONTAINER_ANNOTATION,
-                f"names container {container_name!r}, which the pod does not have (it has {', '.join(sorted(names))})",
+                f"names container {show(container_name)}, which the pod does not have "
+                f"(it has {show(', '.join(sorted(names)), 200)})",
             )
     return problems
 
@@ -315,7 +316,9 @@ def validate_queue(queue: KubeObject) -> list[Problem]:
             number = _number(values[field])
             if number is None or not (number == -1 or number >= 0):
                 problems.append(
-                    Problem(obj, f"{base}.{field}", f"must be -1 (unlimited) or a number >= 0, got {values[field]!r}")
+                    Problem(
+                        obj, f"{base}.{field}", f"must be -1 (unlimited) or a number >= 0, got {show(values[field])}"
+                    )
                 )
             else:
                 numbers[field] = number
@@ -323,7 +326,9 @@ def validate_queue(queue: KubeObject) -> list[Problem]:
             weight = _number(values["overQuotaWeight"])
             if weight is None or weight < 0:
                 problems.append(
-                    Problem(obj, f"{base}.overQuotaWeight", f"must be a number >= 0, got {values['overQuotaWeight']!r}")
+                    Problem(
+                        obj, f"{base}.overQuotaWeight", f"must be a number >= 0, got {show(values['overQuotaWeight'])}"
+                    )
                 )
         quota, limit = numbers.get("quota"), numbers.get("limit")
         if quota is not None and limit is not None and quota >= 0 and limit >= 0 and quota > limit:
