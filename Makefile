@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 # The demo's instant: after every creationTimestamp in examples/cluster.yaml (README quotes its output).
 DEMO_NOW := 2026-01-01T01:00:00Z
 
-.PHONY: demo test test-offline lint bench bench-live bench-trace controlplane constraints clean
+.PHONY: demo test test-offline lint fuzz bench bench-live bench-trace controlplane constraints clean
 
 # Every extra, with the exact versions of constraints.txt, so that CI is reproducible.
 $(STAMP): pyproject.toml constraints.txt
@@ -37,6 +37,14 @@ controlplane: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check kai tests bench tools
 	$(VENV)/bin/lint-imports
+
+# The fuzz suite at full size: FUZZ_CASES (10,000) mutated snapshots, configs and AdmissionReviews each,
+# in a worker under a 1 GiB memory limit, plus FUZZ_CLI cases through the real kai binary (1 GiB limit
+# each). Prints the outcome counts; fails on any internal error or crash (the inputs land in .fuzz-failures/).
+FUZZ_CASES ?= 10000
+FUZZ_CLI ?= 200
+fuzz: $(STAMP)
+	$(PY) -m tests.fuzz.census --cases $(FUZZ_CASES) --cli $(FUZZ_CLI)
 
 bench: $(STAMP)
 	$(PY) bench/run.py

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-import yaml
 from rich.console import Console
 from rich.markup import escape
 
@@ -35,16 +34,21 @@ def warn(message: str) -> None:
 
 
 def read_yaml(path: Path) -> Any:
-    """One YAML document; an unreadable or malformed file is an InvalidInput naming the file and line."""
-    try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise InvalidInput([Problem(f"file {path}", "", f"cannot be read: {e.strerror or e}")]) from e
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        at = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        reason = getattr(e, "problem", None) or e
-        raise InvalidInput([Problem(f"file {path}", at, f"is not valid YAML: {reason}")]) from e
+    """One YAML document; an unreadable, oversized, wrongly encoded, too deeply nested or malformed file is
+    an InvalidInput naming the file and the position (the snapshot reader's limits and checks)."""
+    from kai.snapshot.reader import parse_text, read_text
+
+    where = f"file {path}"
+    text, problem = read_text(path, where)
+    if problem is None and text is not None:
+        documents, problem = parse_text(text, where)
+        if problem is None:
+            present = [d for d in documents if d is not None]
+            if len(present) > 1:
+                problem = Problem(where, "document 2", "is one document too many (a configuration is one document)")
+            else:
+                return present[0] if present else None
+    raise InvalidInput([problem] if problem else [Problem(where, "", "cannot be read")])
 
 
 def load_config(raw: Any, where: str) -> SchedulerConfig:

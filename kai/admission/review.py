@@ -30,16 +30,40 @@ class BadReview(ValueError):
     """The body is not an AdmissionReview v1 request."""
 
 
+MAX_MESSAGE = 1024  # characters of a denial message: hostile values are never echoed in full
+
+
+def truncate(text: str, limit: int = MAX_MESSAGE) -> str:
+    return text if len(text) <= limit else f"{text[: limit - 40]}... ({len(text)} characters in all)"
+
+
 def _validation(problems: list[Problem]) -> dict[str, Any]:
     if not problems:
         return {"allowed": True}
-    message = "; ".join(str(p) for p in sorted(set(problems)))
+    message = truncate("; ".join(str(p) for p in sorted(set(problems))))
     return {"allowed": False, "status": {"code": 403, "reason": "Forbidden", "message": message}}
+
+
+def denial(body: Any, code: int, reason: str, message: str) -> dict[str, Any]:
+    """An AdmissionReview that refuses the request (its uid kept when there is one), as controller-runtime
+    answers what it cannot decode: HTTP 200, `allowed: false`, the code in the status."""
+    request = body.get("request") if isinstance(body, Mapping) else None
+    uid = request.get("uid") if isinstance(request, Mapping) else None
+    api_version = body.get("apiVersion") if isinstance(body, Mapping) else None
+    return {
+        "apiVersion": api_version if isinstance(api_version, str) and len(api_version) < 64 else "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": {
+            "uid": uid if isinstance(uid, str) and len(uid) <= 128 else "",
+            "allowed": False,
+            "status": {"code": code, "reason": reason, "message": truncate(message)},
+        },
+    }
 
 
 def _pod_validate(request: Request, rules: PodRules) -> dict[str, Any]:
     old = request.get("oldObject") if request.get("operation") == "UPDATE" else None
-    return _validation(validate_pod(request.get("object") or {}, rules, old or None))
+    return _validation(validate_pod(request.get("object") or {}, rules, old if isinstance(old, Mapping) else None))
 
 
 def _pod_mutate(request: Request, rules: PodRules) -> dict[str, Any]:
@@ -77,13 +101,17 @@ def review(path: str, body: Any, rules: PodRules) -> dict[str, Any]:
     if not isinstance(body, Mapping) or not isinstance(body.get("request"), Mapping):
         raise BadReview("expected an AdmissionReview with a request")
     request = body["request"]
+    uid = request.get("uid", "")
+    if not isinstance(uid, str) or len(uid) > 128:
+        raise BadReview("request.uid must be a string (a UID)")
     if request.get("operation") == "DELETE" or not isinstance(request.get("object"), Mapping):
         response: dict[str, Any] = {"allowed": True}
     else:
         response = handler(request, rules)
-    response["uid"] = request.get("uid", "")
+    response["uid"] = uid
+    api_version = body.get("apiVersion")
     return {
-        "apiVersion": body.get("apiVersion") or "admission.k8s.io/v1",
+        "apiVersion": api_version if isinstance(api_version, str) and len(api_version) < 64 else "admission.k8s.io/v1",
         "kind": "AdmissionReview",
         "response": response,
     }

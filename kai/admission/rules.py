@@ -33,7 +33,7 @@ from decimal import Decimal
 from typing import Any
 
 from kai.api import keys
-from kai.api.errors import Problem
+from kai.api.errors import Problem, show
 from kai.api.gpusharing import parse_gpu_sharing
 from kai.api.quantity import QuantityError, parse_quantity
 from kai.api.queuevalues import UNLIMITED, odd_queue_values
@@ -69,12 +69,21 @@ class PodRules:
 # Reading pods
 
 
+def _map(value: Any) -> Mapping[str, Any]:
+    """The value if it is a map, else an empty one (a wrongly shaped field reads as unset)."""
+    return value if isinstance(value, Mapping) else {}
+
+
 def _meta(obj: KubeObject) -> Mapping[str, Any]:
-    return obj.get("metadata") or {}
+    return _map(_map(obj).get("metadata"))
 
 
 def _spec(obj: KubeObject) -> Mapping[str, Any]:
-    return obj.get("spec") or {}
+    return _map(_map(obj).get("spec"))
+
+
+def _annotations(obj: KubeObject) -> Mapping[str, Any]:
+    return _map(_meta(obj).get("annotations"))
 
 
 def describe(obj: KubeObject, kind: str) -> str:
@@ -82,19 +91,29 @@ def describe(obj: KubeObject, kind: str) -> str:
     meta = _meta(obj)
     name = meta.get("name") or (f"{meta['generateName']}*" if meta.get("generateName") else "")
     namespace = meta.get("namespace")
-    return f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
+    name = name if isinstance(name, str) else show(name)
+    name = name if len(name) <= 120 else name[:100] + "..."
+    if namespace:
+        namespace = namespace if isinstance(namespace, str) and len(namespace) <= 120 else show(namespace, 100)
+        return f"{kind} {namespace}/{name}"
+    return f"{kind} {name}"
 
 
 def _containers(pod: KubeObject) -> list[Mapping[str, Any]]:
     spec = _spec(pod)
-    return [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
+    found: list[Mapping[str, Any]] = []
+    for section in ("initContainers", "containers"):
+        items = spec.get(section)
+        if isinstance(items, list):
+            found.extend(c for c in items if isinstance(c, Mapping))
+    return found
 
 
 def _resource_amount(container: Mapping[str, Any], resource: str) -> Decimal:
-    resources = container.get("resources") or {}
+    resources = _map(container.get("resources"))
     amount = Decimal(0)
     for section in ("limits", "requests"):
-        value = (resources.get(section) or {}).get(resource)
+        value = _map(resources.get(section)).get(resource)
         if value is None:
             continue
         try:
@@ -111,15 +130,15 @@ def whole_gpus(pod: KubeObject) -> Decimal:
 
 def requests_mig(pod: KubeObject) -> bool:
     for container in _containers(pod):
-        resources = container.get("resources") or {}
+        resources = _map(container.get("resources"))
         for section in ("limits", "requests"):
-            if any(str(name).startswith(keys.MIG_RESOURCE_PREFIX) for name in resources.get(section) or {}):
+            if any(str(name).startswith(keys.MIG_RESOURCE_PREFIX) for name in _map(resources.get(section))):
                 return True
     return False
 
 
 def requests_shared_gpu(pod: KubeObject) -> bool:
-    annotations = _meta(pod).get("annotations") or {}
+    annotations = _annotations(pod)
     return keys.GPU_FRACTION_ANNOTATION in annotations or keys.GPU_MEMORY_ANNOTATION in annotations
 
 
@@ -135,7 +154,7 @@ def for_scheduler(pod: KubeObject, scheduler_name: str) -> bool:
 def is_reservation_pod(pod: KubeObject, reservation_namespace: str = RESERVATION_NAMESPACE) -> bool:
     """A GPU reservation pod of the binder: its namespace, or its `app` label."""
     meta = _meta(pod)
-    labels = meta.get("labels") or {}
+    labels = _map(meta.get("labels"))
     return meta.get("namespace") == reservation_namespace or labels.get("app") == RESERVATION_APP_LABEL
 
 
@@ -158,7 +177,7 @@ def _positive_int(value: str) -> int | None:
 def validate_gpu_sharing(pod: KubeObject, gpu_sharing: bool = True) -> list[Problem]:
     """Every GPU-sharing rule the pod breaks; each problem names the annotation at fault."""
     obj = describe(pod, "Pod")
-    annotations: Mapping[str, str] = _meta(pod).get("annotations") or {}
+    annotations: Mapping[str, Any] = _annotations(pod)
     container_name = annotations.get(keys.GPU_FRACTION_CONTAINER_ANNOTATION)
     problems: list[Problem] = []
 
@@ -178,15 +197,16 @@ def validate_gpu_sharing(pod: KubeObject, gpu_sharing: bool = True) -> list[Prob
         if container_name not in names:
             reject(
                 keys.GPU_FRACTION_CONTAINER_ANNOTATION,
-                f"names container {container_name!r}, which the pod does not have (it has {', '.join(sorted(names))})",
+                f"names container {show(container_name)}, which the pod does not have "
+                f"(it has {show(', '.join(sorted(names)), 200)})",
             )
     return problems
 
 
 def sharing_request_changed(old: KubeObject, new: KubeObject) -> bool:
     """True when an update changes what the pod asks of GPUs (annotations or GPU resources)."""
-    old_annotations = _meta(old).get("annotations") or {}
-    new_annotations = _meta(new).get("annotations") or {}
+    old_annotations = _annotations(old)
+    new_annotations = _annotations(new)
     if any(old_annotations.get(key) != new_annotations.get(key) for key in SHARING_ANNOTATIONS):
         return True
     return whole_gpus(old) != whole_gpus(new)
@@ -219,7 +239,7 @@ def shared_gpu_configmap_prefix(pod: KubeObject) -> str:
     """The prefix of a shared-GPU pod's ConfigMaps: `<prefix>-0` holds NVIDIA_VISIBLE_DEVICES and GPU_PORTION
     (filled by the binder once the pod has its GPUs), `<prefix>-0-evar` the same as environment variables."""
     meta = _meta(pod)
-    annotations = meta.get("annotations") or {}
+    annotations = _map(meta.get("annotations"))
     given = annotations.get(SHARED_GPU_CONFIGMAP_ANNOTATION)
     if given:
         return str(given)
@@ -231,7 +251,7 @@ def _shared_gpu_wiring(pod: KubeObject) -> list[dict[str, Any]]:
     """Env of the GPU container (`gpu-fraction-container-name`, else the first container) from the
     pod's GPU-sharing ConfigMaps, and the annotation that names them (KAI's admission does the same)."""
     spec = _spec(pod)
-    annotations = _meta(pod).get("annotations") or {}
+    annotations = _annotations(pod)
     wanted = annotations.get(keys.GPU_FRACTION_CONTAINER_ANNOTATION)
     section, index = "containers", 0
     for candidate in ("containers", "initContainers"):
@@ -297,7 +317,7 @@ def validate_queue(queue: KubeObject) -> list[Problem]:
                 continue
             number = _number(values[field])
             if number is None or not math.isfinite(number):
-                problems.append(Problem(obj, f"{base}.{field}", f"must be a finite number, got {values[field]!r}"))
+                problems.append(Problem(obj, f"{base}.{field}", f"must be a finite number, got {show(values[field])}"))
     return problems
 
 
@@ -324,52 +344,90 @@ def queue_warnings(queue: KubeObject) -> list[str]:
 # PodGroups
 
 
-def validate_podgroup(podgroup: KubeObject) -> list[Problem]:
-    """Sub-group integrity of a `scheduling.run.ai/v2alpha2` PodGroup: unique names, known parents, no cycles.
+MAX_SUBGROUPS = 1000  # also `maxItems` of spec.subGroups in the PodGroup CRD
+MAX_SUBGROUP_DEPTH = 32  # levels of parent links under a top-level sub-group
 
-    Parent names are matched lower-cased, as the scheduler does.
-    """
-    obj = describe(podgroup, "PodGroup")
-    sub_groups: Sequence[Any] = _spec(podgroup).get("subGroups") or []
+
+def subgroup_problems(obj: str, sub_groups: Any) -> list[Problem]:
+    """Sub-group integrity: unique names, known parents, no cycles, at most MAX_SUBGROUPS entries and
+    MAX_SUBGROUP_DEPTH levels. Linear in the number of sub-groups (each parent chain is walked once).
+
+    Parent names are matched lower-cased, as the scheduler does."""
+    if sub_groups is None:
+        return []
+    if not isinstance(sub_groups, Sequence) or isinstance(sub_groups, str | bytes):
+        return [Problem(obj, "spec.subGroups", f"must be a list, got {show(sub_groups)}")]
+    if len(sub_groups) > MAX_SUBGROUPS:
+        return [Problem(obj, "spec.subGroups", f"has {len(sub_groups)} sub-groups, more than {MAX_SUBGROUPS}")]
     problems: list[Problem] = []
     index_of: dict[str, int] = {}
+    names: list[str] = []
     for index, group in enumerate(sub_groups):
-        name = str((group or {}).get("name") or "")
+        raw = group.get("name") if isinstance(group, Mapping) else None
+        if not isinstance(group, Mapping):
+            problems.append(Problem(obj, f"spec.subGroups[{index}]", f"must be an object, got {show(group)}"))
+        name = raw if isinstance(raw, str) else ""
+        names.append(name)
+        if raw is not None and not isinstance(raw, str):
+            problems.append(Problem(obj, f"spec.subGroups[{index}].name", f"must be a string, got {show(raw)}"))
+            continue
         if not name:
-            problems.append(Problem(obj, f"spec.subGroups[{index}].name", "is required"))
+            if isinstance(group, Mapping):
+                problems.append(Problem(obj, f"spec.subGroups[{index}].name", "is required"))
             continue
         key = name.lower()
         if key in index_of:
-            problems.append(
-                Problem(
-                    obj, f"spec.subGroups[{index}].name", f"{name!r} is already used by spec.subGroups[{index_of[key]}]"
-                )
-            )
+            message = f"{show(name)} is already used by spec.subGroups[{index_of[key]}]"
+            problems.append(Problem(obj, f"spec.subGroups[{index}].name", message))
             continue
         index_of[key] = index
     parent_of: dict[str, str] = {}
     for index, group in enumerate(sub_groups):
-        parent = (group or {}).get("parent")
-        name = str((group or {}).get("name") or "").lower()
+        parent = group.get("parent") if isinstance(group, Mapping) else None
+        name = names[index].lower()
         if parent is None or not name:
             continue
-        if str(parent).lower() not in index_of:
-            message = f"names sub-group {parent!r}, which does not exist"
+        if not isinstance(parent, str):
+            problems.append(Problem(obj, f"spec.subGroups[{index}].parent", f"must be a string, got {show(parent)}"))
+            continue
+        if parent.lower() not in index_of:
+            message = f"names sub-group {show(parent)}, which does not exist"
             problems.append(Problem(obj, f"spec.subGroups[{index}].parent", message))
             continue
-        parent_of.setdefault(name, str(parent).lower())
-    reported: set[str] = set()
+        parent_of.setdefault(name, parent.lower())
+    depth: dict[str, int] = {}  # levels below a top-level sub-group; -1 while on the chain being walked
+    too_deep = False
     for start in parent_of:
-        seen: list[str] = []
+        chain: list[str] = []
         current: str | None = start
-        while current is not None and current not in seen:
-            seen.append(current)
+        while current is not None and current not in depth:
+            depth[current] = -1
+            chain.append(current)
             current = parent_of.get(current)
-        if current is None or current in reported:
+        if current is not None and depth[current] == -1:  # the walk came back onto its own chain: a cycle
+            cycle = chain[chain.index(current) :]
+            index = index_of[current]
+            path = " -> ".join([names[index_of[n]] for n in cycle[:8]] + (["..."] if len(cycle) > 8 else []))
+            problems.append(Problem(obj, f"spec.subGroups[{index}].parent", f"forms a cycle: {path} -> {names[index]}"))
+            for name in chain:
+                depth[name] = 0
             continue
-        cycle = seen[seen.index(current) :]
-        reported.update(cycle)
-        index = index_of[current]
-        path = " -> ".join([*(str(sub_groups[index_of[n]]["name"]) for n in cycle), str(sub_groups[index]["name"])])
-        problems.append(Problem(obj, f"spec.subGroups[{index}].parent", f"forms a cycle: {path}"))
+        base = depth[current] if current is not None else 0
+        for offset, name in enumerate(reversed(chain), start=1):
+            depth[name] = base + offset
+            if depth[name] > MAX_SUBGROUP_DEPTH and not too_deep:
+                too_deep = True
+                problems.append(
+                    Problem(
+                        obj,
+                        f"spec.subGroups[{index_of[name]}].parent",
+                        f"is {depth[name]} levels deep; at most {MAX_SUBGROUP_DEPTH} levels of sub-groups are allowed",
+                    )
+                )
     return problems
+
+
+def validate_podgroup(podgroup: KubeObject) -> list[Problem]:
+    """Problems of a `scheduling.run.ai/v2alpha2` PodGroup's sub-groups (see `subgroup_problems`)."""
+    spec = _spec(podgroup)
+    return subgroup_problems(describe(podgroup, "PodGroup"), spec.get("subGroups"))

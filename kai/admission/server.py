@@ -5,10 +5,13 @@
     server.stop()
 
 POST `/validate--v1-pod`, `/mutate--v1-pod`, `/validate-scheduling-run-ai-v2-queue`,
-`/validate-scheduling-run-ai-v2alpha2-podgroup`; GET `/healthz` and `/readyz`. A body
-that is not an AdmissionReview gets HTTP 400; a rule that raises gets an HTTP 500 with
-the error (the API server then applies the webhook's failurePolicy): the server never dies
-on one request.
+`/validate-scheduling-run-ai-v2alpha2-podgroup`; GET `/healthz` and `/readyz`.
+
+Every request posted to a webhook path gets an AdmissionReview back (HTTP 200), as controller-runtime
+answers: a body that is empty, larger than MAX_BODY, not UTF-8 JSON or not an AdmissionReview, an object
+a rule cannot read, and a review that takes longer than REQUEST_SECONDS all get `allowed: false` with
+a status code (400, 413, 500, 504) and a message of at most 1,024 characters. The server never dies on
+one request, and what it logs about one is cut short too.
 """
 
 from __future__ import annotations
@@ -21,12 +24,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from .certs import ServingCertificates
-from .review import BadReview, review
+from .review import HANDLERS, BadReview, denial, review, truncate
 from .rules import PodRules
 
 log = logging.getLogger("kai.admission")
 
-MAX_BODY = 8 * 1024 * 1024
+MAX_BODY = 8 * 1024 * 1024  # an object is at most 3 MiB in etcd; a review holds it and its old version
+REQUEST_SECONDS = 10.0  # the API server's default webhook timeout: an answer later than this is useless
+MAX_LOG = 300  # characters of a message logged about one request
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -52,29 +57,68 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         path = self.path.split("?", 1)[0]
-        length = int(self.headers.get("Content-Length") or 0)
-        if length <= 0 or length > MAX_BODY:
-            self._send(400, {"error": "expected a JSON AdmissionReview body"})
-            return
-        raw = self.rfile.read(length)
         try:
-            body = json.loads(raw)
-            result = review(path, body, self.server.rules)
-        except KeyError:
-            self._send(404, {"error": f"no webhook at {path}"})
-            return
-        except (ValueError, BadReview) as err:
-            self._send(400, {"error": f"bad AdmissionReview: {err}"})
-            return
-        except Exception as err:  # a broken rule must not take the server down
-            log.exception("webhook %s failed", path)
-            self._send(500, {"error": f"{type(err).__name__}: {err}"})
-            return
-        self.server.reviews += 1
-        response = result["response"]
-        if not response.get("allowed"):
-            log.info("%s: denied: %s", path, response.get("status", {}).get("message"))
-        self._send(200, result)
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if length > MAX_BODY or length < 0:
+            self.close_connection = True  # the body is left unread: this connection cannot carry another
+            raw = None
+        else:
+            raw = self.rfile.read(length)
+        status, body = respond(path, raw, self.server.rules, self.server.request_seconds)
+        if status == 200:
+            self.server.reviews += 1
+        self._send(status, body)
+
+
+def _review_in_time(path: str, body: Any, rules: PodRules, seconds: float) -> dict[str, Any]:
+    """`review(...)` in a helper thread, given up on (denied) after `seconds`."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = review(path, body, rules)
+        except BaseException as err:  # handed to the request's thread
+            outcome["error"] = err
+
+    worker = threading.Thread(target=run, name="kai-admission-review", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        log.warning("webhook %s: no answer within %.0f s: denied", path, seconds)
+        return denial(body, 504, "Timeout", f"the review took longer than {seconds:g} s and was abandoned")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]
+
+
+def respond(path: str, raw: bytes | None, rules: PodRules, seconds: float = REQUEST_SECONDS) -> tuple[int, Any]:
+    """The HTTP status and JSON body answering `raw` posted to `path` (None: a body over MAX_BODY)."""
+    if path not in HANDLERS:
+        return 404, {"error": truncate(f"no webhook at {path}", MAX_LOG)}
+    if raw is None:
+        return 200, denial(None, 413, "RequestEntityTooLarge", f"the request is larger than {MAX_BODY} bytes")
+    if not raw:
+        return 200, denial(None, 400, "BadRequest", "the request body is empty (expected an AdmissionReview)")
+    try:
+        body = json.loads(raw)
+    except RecursionError:
+        return 200, denial(None, 400, "BadRequest", "the request is nested too deeply to be an AdmissionReview")
+    except ValueError as err:  # not UTF-8, not JSON
+        return 200, denial(None, 400, "BadRequest", f"the request is not JSON: {truncate(str(err), MAX_LOG)}")
+    try:
+        result = _review_in_time(path, body, rules, seconds)
+    except BadReview as err:
+        return 200, denial(body, 400, "BadRequest", f"not an AdmissionReview: {err}")
+    except Exception as err:  # a broken rule or an object of a shape no rule expected: deny, never die
+        message = truncate(f"{type(err).__name__}: {err}", MAX_LOG)
+        log.error("webhook %s failed: %s", path, message, exc_info=log.isEnabledFor(logging.DEBUG))
+        return 200, denial(body, 500, "InternalError", f"kai could not read the object: {message}")
+    response = result["response"]
+    if not response.get("allowed"):
+        log.info("%s: denied: %s", path, truncate(str(response.get("status", {}).get("message")), MAX_LOG))
+    return 200, result
 
 
 class _Server(ThreadingHTTPServer):
@@ -86,6 +130,7 @@ class _Server(ThreadingHTTPServer):
         self.rules = rules
         self.context = context
         self.reviews = 0
+        self.request_seconds = REQUEST_SECONDS
 
     def get_request(self) -> tuple[Any, Any]:
         sock, address = self.socket.accept()

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from kai.api import keys
+from kai.api.errors import show
 
 MPS_ANNOTATION = "mps"
 
@@ -41,7 +42,7 @@ def parse_gpu_sharing(annotations: Mapping[str, object], whole_gpus: float) -> G
         except ValueError:
             value = None
         if value is None or not valid(value):
-            problems.append((_annotation(key), f"must be {rule}, got {raw!r}"))
+            problems.append((_annotation(key), f"must be {rule}, got {show(raw)}"))
             return 0
         return value
 

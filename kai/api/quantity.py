@@ -7,8 +7,13 @@ into the offline core for it.
 
 from __future__ import annotations
 
+import math
 import re
 from decimal import Decimal, InvalidOperation
+
+# The largest quantity accepted, in base units (bytes, cores, devices): int64, what Kubernetes' own
+# Quantity.Value() can hold. `1e309`, `.inf` and `.nan` mean nothing and are refused.
+MAX_QUANTITY = Decimal(2**63 - 1)
 
 _SUFFIXES: dict[str, Decimal] = {
     "": Decimal(1),
@@ -39,18 +44,31 @@ def parse_quantity(value: object) -> Decimal:
     """Return the exact value of a quantity given as a string or a number."""
     if isinstance(value, bool):
         raise QuantityError(f"{value!r} is not a quantity")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise QuantityError(f"{value!r} is not a finite quantity")
     if isinstance(value, int | float):
-        return Decimal(str(value))
+        return _bounded(Decimal(str(value)), value)
     if not isinstance(value, str):
-        raise QuantityError(f"{value!r} is not a quantity")
+        raise QuantityError(f"{_short(value)} is not a quantity")
     match = _QUANTITY.match(value.strip())
     if not match:
-        raise QuantityError(f"{value!r} is not a quantity")
+        raise QuantityError(f"{_short(value)} is not a quantity")
     number, suffix = match.group(1), match.group(2) or ""
     try:
-        return Decimal(number) * _SUFFIXES[suffix]
+        return _bounded(Decimal(number) * _SUFFIXES[suffix], value)
     except InvalidOperation as err:  # pragma: no cover - the regex admits only valid decimals
-        raise QuantityError(f"{value!r} is not a quantity") from err
+        raise QuantityError(f"{_short(value)} is not a quantity") from err
+
+
+def _short(value: object) -> str:
+    text = repr(value) if isinstance(value, str | int | float) else type(value).__name__
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _bounded(amount: Decimal, value: object) -> Decimal:
+    if abs(amount) > MAX_QUANTITY:
+        raise QuantityError(f"{_short(value)} is larger than any quantity Kubernetes holds (2^63 - 1)")
+    return amount
 
 
 def cpu_millis(value: object) -> float:

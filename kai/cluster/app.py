@@ -69,7 +69,9 @@ class LiveProcess:
         self.cache = ClusterCache(kube, kinds)
         self.metrics = Metrics()
         component = "kai-scheduler" if o.scheduler else "kai-binder"
-        self.events = EventRecorder(kube, component, routine=o.routine_events)
+        self.events = EventRecorder(
+            kube, component, routine=o.routine_events, on_dropped=self.metrics.events_dropped.labels(component).inc
+        )
         self.pool = ThreadPoolExecutor(o.writers, thread_name_prefix="writer")
         self.bind_request_pool = ThreadPoolExecutor(o.writers, thread_name_prefix="bindrequests")
         self.scheduler: Scheduler | None = None
@@ -80,7 +82,12 @@ class LiveProcess:
                 kube,
                 self.cache,
                 workers=o.binder_workers,
-                events=EventRecorder(kube, "kai-binder", routine=o.routine_events),
+                events=EventRecorder(
+                    kube,
+                    "kai-binder",
+                    routine=o.routine_events,
+                    on_dropped=self.metrics.events_dropped.labels("kai-binder").inc,
+                ),
                 fake_gpu_uuids=o.fake_gpu_uuids,
                 reservation_timeout=o.reservation_timeout,
                 on_bound=lambda pod, seconds: (

@@ -5,17 +5,21 @@ small pool of threads posts them. The same (object UID, reason, message) is writ
 once per ``dedupe_seconds``, so a pod that stays unschedulable for an hour gets one event per
 message change, not one per cycle. ``routine=False`` leaves out the Normal events of routine
 success (``Scheduled``, ``Bound``: two API writes per pod that KAI makes), for throughput.
-When the queue is full, events are dropped (and counted):
-events are advice, never worth slowing the scheduler down.
+When the queue is full, events are dropped: events are advice, never worth slowing the scheduler
+down. Every drop is counted (``dropped``, and ``on_dropped`` — the ``kai_events_dropped_total``
+metric of a live process), and a warning is logged when the queue overflows: the first drop, then
+at most one line a minute with the count since the last line.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import queue
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from kai.api.timeutil import format_time
@@ -35,6 +39,7 @@ class EventRecorder:
         dedupe_seconds: float = 600.0,
         capacity: int = 10000,
         routine: bool = True,
+        on_dropped: Callable[[], None] | None = None,
     ) -> None:
         self.routine = routine  # False: skip Normal events about routine success (Scheduled, Bound)
         self.kube = kube
@@ -45,6 +50,10 @@ class EventRecorder:
         self._lock = threading.Lock()
         self.dropped = 0
         self.written = 0
+        self.on_dropped = on_dropped
+        self._capacity = capacity
+        self._last_warning = -math.inf
+        self._dropped_at_warning = 0
         for i in range(workers):
             threading.Thread(target=self._work, name=f"events-{component}-{i}", daemon=True).start()
 
@@ -90,9 +99,34 @@ class EventRecorder:
         try:
             self._queue.put_nowait(event)
         except queue.Full:
-            self.dropped += 1
+            self._drop(event)
             return False
         return True
+
+    def _drop(self, event: dict[str, Any]) -> None:
+        with self._lock:
+            self.dropped += 1
+            now = time.monotonic()
+            warn = now - self._last_warning >= 60.0
+            if warn:
+                since, self._dropped_at_warning, self._last_warning = (
+                    self.dropped - self._dropped_at_warning,
+                    self.dropped,
+                    now,
+                )
+        if self.on_dropped is not None:
+            self.on_dropped()
+        if warn:
+            log.warning(
+                "%s: event queue full (%d events waiting): dropped %d event(s) since the last warning, "
+                "%d in all (latest: %s %s)",
+                self.component,
+                self._capacity,
+                since,
+                self.dropped,
+                event["reason"],
+                event["involvedObject"].get("name"),
+            )
 
     def _work(self) -> None:
         while True:

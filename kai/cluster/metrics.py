@@ -11,7 +11,8 @@ action}``; per-queue gauges ``queue_fair_share_{cpu_cores,memory_gb,gpu}{queue_n
 
 kai's own, beside them: ``e2e_scheduling_latency_seconds`` (a histogram of the cycle, for the
 distribution the gauge cannot give), ``pods_scheduled_total``, ``pods_bound_total``,
-``bind_failures_total``, ``evictions_total{action}``, ``is_leader``, and
+``bind_failures_total``, ``evictions_total{action}``, ``is_leader``,
+``events_dropped_total{component}`` (Kubernetes events not written because the event queue was full), and
 ``unsupported_feature_uses_total{feature}``: objects seen using a KAI feature kai has not built
 (``DynamicResourceAllocation``), counted once per object, and KAI plugins the configuration names that
 kai has not built (``plugin/<name>``), counted once at start.
@@ -79,6 +80,9 @@ class Metrics:
         self.pods_scheduled = Counter("pods_scheduled_total", "BindRequests created", namespace=ns, registry=r)
         self.pods_bound = Counter("pods_bound_total", "Pods bound by the binder", namespace=ns, registry=r)
         self.bind_failures = Counter("bind_failures_total", "Failed binds", namespace=ns, registry=r)
+        self.events_dropped = Counter(
+            "events_dropped_total", "Events dropped: the event queue was full", ["component"], namespace=ns, registry=r
+        )
         self.is_leader = Gauge("is_leader", "1 while this process leads", namespace=ns, registry=r)
         self.unsupported = Counter(
             "unsupported_feature_uses",

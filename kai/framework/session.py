@@ -168,8 +168,10 @@ class Session:
         self._vectors: dict[int, np.ndarray] = {}
         self.min_gpu_memory_mib = min((n.gpu_memory_mib for n in snapshot.nodes if n.gpu_memory_mib), default=0)
         self.gpus = SharedGpus(snapshot, self.nodes.index, self.nodes.idle, self.nodes.releasing, self.nodes.gpu_col)
-        for pod in snapshot.foreign_pods:
+        for pod in snapshot.foreign_pods:  # another scheduler's pods are load too, shared GPUs included
             self._hold(pod)
+            if pod.gpu.is_shared and pod.status in HOLDS_NODE:
+                self.gpus.hold(pod)
         for job in self.jobs.values():
             for pod in job.pods:
                 self._hold(pod)

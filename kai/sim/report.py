@@ -30,13 +30,11 @@ def _queue_rows(data: dict[str, Any], parents: dict[str, str]) -> list[tuple[str
         children.setdefault(parents.get(name, ""), []).append(name)
     rows: list[tuple[str, int]] = []
 
-    def visit(name: str, depth: int) -> None:
+    stack = [(top, 0) for top in sorted(children.get("", []), reverse=True)]
+    while stack:  # depth first, children in name order, without recursion (queue chains can be long)
+        name, depth = stack.pop()
         rows.append((name, depth))
-        for child in sorted(children.get(name, [])):
-            visit(child, depth + 1)
-
-    for top in sorted(children.get("", [])):
-        visit(top, 0)
+        stack.extend((child, depth + 1) for child in sorted(children.get(name, []), reverse=True))
     return rows
 
 

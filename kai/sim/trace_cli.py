@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-import yaml
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -275,6 +274,7 @@ def run_what_if(
     from kai.sim.workload import SimulationParams, _Reader, job_podgroup, parse_job_entry
     from kai.snapshot.builder import build_snapshot
     from kai.snapshot.reader import read_objects
+    from kai.snapshot.shape import check_shapes
 
     objects, problems = read_objects([str(f) for f in files])
     job_docs = _read_yaml_all(job_file)
@@ -283,6 +283,9 @@ def run_what_if(
     if not plain_jobs:
         job_objects, job_problems = read_objects([str(job_file)])
         problems.extend(job_problems)
+    objects, shape_problems = check_shapes(objects)
+    job_objects, job_shape_problems = check_shapes(job_objects)
+    problems.extend([*shape_problems, *job_shape_problems])
     if problems:
         raise InvalidInput(problems)
     scheduler = config.params.scheduler_name
@@ -386,13 +389,16 @@ def run_what_if(
 
 
 def _read_yaml_all(path: Path) -> list[Any]:
-    try:
-        return [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d is not None]
-    except OSError as e:
-        raise InvalidInput([Problem(f"file {path}", "", f"cannot be read: {e.strerror or e}")]) from e
-    except yaml.YAMLError as e:
-        reason = getattr(e, "problem", None) or e
-        raise InvalidInput([Problem(f"file {path}", "", f"is not valid YAML: {reason}")]) from e
+    """Every document of a YAML file, with the snapshot reader's limits (size, depth, encoding)."""
+    from kai.snapshot.reader import parse_text, read_text
+
+    where = f"file {path}"
+    text, problem = read_text(path, where)
+    if problem is None and text is not None:
+        documents, problem = parse_text(text, where)
+        if problem is None:
+            return [d for d in documents if d is not None]
+    raise InvalidInput([problem] if problem else [Problem(where, "", "cannot be read")])
 
 
 def _print_answer(answer: dict[str, Any]) -> None:

@@ -1,4 +1,5 @@
-"""Loading a snapshot from YAML files: read, build, and refuse it whole if anything is wrong.
+"""Loading a snapshot from YAML files: read, check the shape of every field, build, and refuse it whole
+if anything is wrong.
 
 What is wrong (the rule, once, for the loader and the builder behind it):
 
@@ -21,11 +22,14 @@ from kai.api.errors import InvalidInput
 from kai.model import ClusterSnapshot
 from kai.snapshot.builder import build_snapshot
 from kai.snapshot.reader import read_objects
+from kai.snapshot.shape import check_shapes
 
 
 def load_snapshot(paths: list[str | Path], now: float, scheduler_name: str = keys.SCHEDULER_NAME) -> ClusterSnapshot:
     """The snapshot in the files; raises InvalidInput listing every problem found."""
     objects, problems = read_objects(paths)
+    objects, shape_problems = check_shapes(objects)
+    problems.extend(shape_problems)
     result = build_snapshot(objects, now, scheduler_name, storage_listed=True)  # the files are the whole cluster
     problems.extend(result.problems)
     if problems:

@@ -50,8 +50,10 @@ def test_review_over_tls(server: WebhookServer) -> None:
 
 def test_errors_and_health(server: WebhookServer) -> None:
     assert call(server, "GET", "/healthz") == (200, {"status": "ok"})
-    assert call(server, "POST", "/validate--v1-pod", b"not json")[0] == 400
-    assert call(server, "POST", "/validate--v1-pod", b'{"kind": "AdmissionReview"}')[0] == 400
+    for body in (b"not json", b'{"kind": "AdmissionReview"}'):  # denied in an AdmissionReview, code 400
+        status, answer = call(server, "POST", "/validate--v1-pod", body)
+        assert status == 200 and answer["kind"] == "AdmissionReview"
+        assert answer["response"]["allowed"] is False and answer["response"]["status"]["code"] == 400
     assert call(server, "POST", "/elsewhere", b"{}")[0] == 404
 
 

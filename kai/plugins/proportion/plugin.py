@@ -169,6 +169,9 @@ class ProportionPlugin:
             row = nodes.index.get(pod.node)
             if row is not None and usable[row] and pod.status in (PodStatus.RUNNING, PodStatus.RELEASING):
                 total -= ssn.vector(pod) @ to_queue
+                # Another scheduler's gpu-fraction pod takes its portion out of the total, as in KAI (which
+                # does not do the same for a gpu-memory pod).
+                total[0] -= pod.gpu.fraction * pod.gpu.num_devices
         return np.maximum(total, 0.0)
 
     def queue_vector(self, pod: PodInfo) -> np.ndarray:
@@ -232,7 +235,15 @@ class ProportionPlugin:
                 if not queue.parent:
                     self.attrs[name].fair_share = sum((self.attrs[c].fair_share for c in queue.children), np.zeros(3))
 
-    def _divide_level(self, names: list[str], amount: np.ndarray) -> None:
+    def _divide_level(self, top: list[str], total: np.ndarray) -> None:
+        """Divide `total` among the `top` queues, then each queue's share among its children, level by level
+        (a work list, not recursion: a chain of a thousand queues must not exhaust the stack)."""
+        work = [(top, total)]
+        while work:
+            names, amount = work.pop()
+            self._divide_one_level(names, amount, work)
+
+    def _divide_one_level(self, names: list[str], amount: np.ndarray, work: list[tuple[list[str], np.ndarray]]) -> None:
         for col in range(3):
             requests = []
             for name in names:
@@ -256,19 +267,21 @@ class ProportionPlugin:
         for name in names:
             children = sorted(self.ssn.queues[name].children)
             if children:
-                self._divide_level(children, self.attrs[name].fair_share.copy())
+                work.append((children, self.attrs[name].fair_share.copy()))
 
     def _post_order(self) -> list[str]:
+        """Every queue after all of its children (iterative)."""
         order: list[str] = []
         queues = self.ssn.queues
-
-        def visit(name: str) -> None:
-            for child in sorted(queues[name].children):
-                visit(child)
-            order.append(name)
-
-        for name in sorted(n for n, q in queues.items() if not q.parent):
-            visit(name)
+        tops = sorted((n for n, q in queues.items() if not q.parent), reverse=True)
+        stack: list[tuple[str, bool]] = [(n, False) for n in tops]
+        while stack:
+            name, expanded = stack.pop()
+            if expanded:
+                order.append(name)
+                continue
+            stack.append((name, True))
+            stack.extend((child, False) for child in sorted(queues[name].children, reverse=True))
         return order
 
     # -- queue order --------------------------------------------------------------------------
