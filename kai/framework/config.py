@@ -326,7 +326,7 @@ def parse_config(
     if raw is None:
         return SchedulerConfig(), r.problems, r.warnings
     if not isinstance(raw, dict):
-        r.problem("", f"must be a mapping (actions, tiers, schedulerParams, ...), got {_kind(raw)}")
+        r.problem("top level", f"must be a mapping (actions, tiers, schedulerParams, ...), got {_kind(raw)}")
         return SchedulerConfig(), r.problems, r.warnings
     for key in raw:
         if key not in _TOP_LEVEL:

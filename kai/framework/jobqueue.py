@@ -79,11 +79,15 @@ class JobQueue:
                 self.deferred.append(heapq.heappop(heap)[2])
             return heap[0][2] if heap else None
         last = self.last.get(name)
+        children: Iterable[str] = queue.children
         if last is not None:
             job = self._rep(last, skip)
             if job is not None:
                 return job
-        found = self._choose(queue.children, skip)
+            # the last child has no job: the others decide (asking it again would double the work at every
+            # level, exponential in the depth of the queue tree)
+            children = [c for c in queue.children if c != last]
+        found = self._choose(children, skip)
         return None if found is None else found[1]
 
     def _choose(self, names: Iterable[str], skip: Skip | None) -> tuple[str, PodGroupInfo] | None:

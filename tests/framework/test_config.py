@@ -360,7 +360,7 @@ def test_string_flags_and_parameters_read_as_kai_reads_them() -> None:
         ({"actions": None}, "actions: must be a string, got null"),
         ({"actions": "allocate, dance"}, "actions: unknown action 'dance'"),
         ({"usageDBConfig": {"clientType": 5}}, "usageDBConfig.clientType: must be a string, got 5"),
-        ([1, 2], "config c.yaml: must be a mapping"),
+        ([1, 2], "config c.yaml: top level: must be a mapping"),
     ],
 )
 def test_a_wrong_type_is_one_problem_naming_the_field(raw: Any, expected: str) -> None:
