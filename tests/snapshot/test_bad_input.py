@@ -82,7 +82,11 @@ def test_duplicate_names(tmp_path: Path) -> None:
         ("limit", "ten", "spec.resources.gpu.limit: must be a number, got 'ten'"),
         ("quota", True, "spec.resources.gpu.quota: must be a number, got True"),
         ("quota", float("nan"), "spec.resources.gpu.quota: must be a finite number below 2^63, got nan"),
-        ("overQuotaWeight", float("inf"), "spec.resources.gpu.overQuotaWeight: must be a finite number below 2^63, got inf"),
+        (
+            "overQuotaWeight",
+            float("inf"),
+            "spec.resources.gpu.overQuotaWeight: must be a finite number below 2^63, got inf",
+        ),
     ],
 )
 def test_bad_queue_numbers(tmp_path: Path, field: str, value: object, expected: str) -> None:
