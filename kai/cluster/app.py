@@ -17,7 +17,9 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from kai.api import keys
 from kai.cluster.binder import Binder
 from kai.cluster.cache import BINDER_KINDS, SCHEDULER_KINDS, ClusterCache
 from kai.cluster.events import EventRecorder
@@ -56,6 +58,17 @@ class LiveOptions:
     fake_gpu_uuids: bool = False
     reservation_timeout: float = 40.0
     max_cycles: int = 0
+    # KAI's flags (kai/cluster/cli.py maps them)
+    metrics_namespace: str = "kai"
+    queue_label_key: str = keys.QUEUE_LABEL
+    nodepool_label_key: str = keys.NODE_POOL_LABEL
+    partition_label_value: str = ""
+    update_pod_eviction_condition: bool = False
+    # The binder's two listeners as KAI's (--metrics-bind-address, --health-probe-bind-address); when
+    # either is set, `listen` is not used.
+    metrics_listen: str = ""
+    probe_listen: str = ""
+    binder_settings: dict[str, Any] = field(default_factory=dict)  # reservation pod options, Binder keywords
 
 
 class LiveProcess:
@@ -67,7 +80,7 @@ class LiveProcess:
         o = options
         kinds = SCHEDULER_KINDS if o.scheduler else BINDER_KINDS
         self.cache = ClusterCache(kube, kinds)
-        self.metrics = Metrics()
+        self.metrics = Metrics(o.metrics_namespace)
         component = "kai-scheduler" if o.scheduler else "kai-binder"
         self.events = EventRecorder(kube, component, routine=o.routine_events)
         self.pool = ThreadPoolExecutor(o.writers, thread_name_prefix="writer")
@@ -83,6 +96,7 @@ class LiveProcess:
                 events=EventRecorder(kube, "kai-binder", routine=o.routine_events),
                 fake_gpu_uuids=o.fake_gpu_uuids,
                 reservation_timeout=o.reservation_timeout,
+                **o.binder_settings,
                 on_bound=lambda pod, seconds: (
                     self.metrics.pods_bound.inc(),
                     self.metrics.task_bind.observe(seconds * 1000),
@@ -105,6 +119,7 @@ class LiveProcess:
                     self.events,
                     self.pool,
                     use_eviction_api=o.eviction_api,
+                    update_condition=o.update_pod_eviction_condition,
                     on_evicted=lambda e, job: self.metrics.evicted_pods.labels(job, "", "default", e.action).inc(),
                 ),
                 status=self.status,
@@ -113,6 +128,9 @@ class LiveProcess:
                 period=o.period,
                 record_dir=o.record_dir,
                 record_every=o.record_every,
+                queue_label_key=o.queue_label_key,
+                nodepool_label_key=o.nodepool_label_key,
+                partition_label_value=o.partition_label_value,
             )
         if o.leader_elect:
             identity = o.identity or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
@@ -126,19 +144,31 @@ class LiveProcess:
                 o.retry_period,
                 on_change=self._leading,
             )
-        self.http: HttpServer | None = None
-        if o.listen:
-            host, _, port = o.listen.rpartition(":")
-            self.http = HttpServer(
-                host or "0.0.0.0",
-                int(port),
-                self.metrics,
-                healthy=self.healthy,
-                ready=lambda: self.cache.synced,
-                snapshot=lambda: (
-                    self.scheduler.last_input.as_list() if self.scheduler and self.scheduler.last_input else None
-                ),
+        self.servers: list[HttpServer] = []
+        endpoints = {
+            "metrics": o.metrics_listen,
+            "probes": o.probe_listen,
+        }
+        if not (o.metrics_listen or o.probe_listen):
+            endpoints = {"all": o.listen} if o.listen else {}
+        for role, address in endpoints.items():
+            if not address:
+                continue
+            host, _, port = address.rpartition(":")
+            self.servers.append(
+                HttpServer(
+                    host or "0.0.0.0",
+                    int(port),
+                    self.metrics,
+                    healthy=self.healthy,
+                    ready=lambda: self.cache.synced,
+                    snapshot=lambda: (
+                        self.scheduler.last_input.as_list() if self.scheduler and self.scheduler.last_input else None
+                    ),
+                    paths={"metrics": {"/metrics"}, "probes": {"/healthz", "/readyz"}}.get(role),
+                )
             )
+        self.http: HttpServer | None = self.servers[0] if self.servers else None
         self._threads: list[threading.Thread] = []
         self._stopped = threading.Event()
 
@@ -154,8 +184,8 @@ class LiveProcess:
         return self.scheduler.healthy() if self.scheduler is not None else not self._stopped.is_set()
 
     def start(self) -> LiveProcess:
-        if self.http is not None:
-            self.http.start()
+        for server in self.servers:
+            server.start()
         self.cache.start()
         if self.leader is not None:
             if self.binder is not None:
@@ -200,7 +230,7 @@ class LiveProcess:
         if self.leader is not None:
             self.leader.stop(release=True)
         self.cache.stop()
-        if self.http is not None:
-            self.http.stop()
+        for server in self.servers:
+            server.stop()
         self.pool.shutdown(wait=False, cancel_futures=True)
         self.bind_request_pool.shutdown(wait=False, cancel_futures=True)

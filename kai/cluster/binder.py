@@ -123,7 +123,16 @@ class Binder:
         fake_gpu_uuids: bool = False,
         reservation_image: str = "ghcr.io/nvidia/kai-scheduler/resource-reservation:latest",
         on_bound: Callable[[dict[str, Any], float], None] | None = None,
+        reservation_app_label: str = RESERVATION_APP_LABEL,
+        reservation_service_account: str = "",
+        reservation_resources: dict[str, Any] | None = None,
+        reservation_runtime_class: str = "",
     ) -> None:
+        # KAI's --resource-reservation-{app-label,service-account,pod-resources} and --runtime-class-name.
+        self.reservation_app_label = reservation_app_label
+        self.reservation_service_account = reservation_service_account
+        self.reservation_resources = reservation_resources or {}
+        self.reservation_runtime_class = reservation_runtime_class
         self.kube = kube
         self.cache = cache
         self.workers = workers
@@ -412,7 +421,7 @@ class Binder:
                 "metadata": {
                     "name": name,
                     "namespace": RESERVATION_NAMESPACE,
-                    "labels": {"app": RESERVATION_APP_LABEL, keys.GPU_GROUP_LABEL: group},
+                    "labels": {"app": self.reservation_app_label, keys.GPU_GROUP_LABEL: group},
                     "annotations": {"karpenter.sh/do-not-disrupt": "true"},
                 },
                 "spec": {
@@ -424,11 +433,15 @@ class Binder:
                         {
                             "name": "resource-reservation",
                             "image": self.reservation_image,
-                            "resources": {"limits": {GPU: "1"}, "requests": {GPU: "1"}},
+                            "resources": self._reservation_container_resources(),
                         }
                     ],
                 },
             }
+            if self.reservation_service_account:
+                body["spec"]["serviceAccountName"] = self.reservation_service_account
+            if self.reservation_runtime_class:
+                body["spec"]["runtimeClassName"] = self.reservation_runtime_class
             self._ensure_namespace()
             try:
                 pod = self.kube.post(PODS.path(RESERVATION_NAMESPACE), body)
@@ -460,6 +473,14 @@ class Binder:
             time.sleep(0.2)
 
     _namespace_ready = False
+
+    def _reservation_container_resources(self) -> dict[str, Any]:
+        """One whole GPU, plus what --resource-reservation-pod-resources adds (the GPU count stays 1)."""
+        extra = self.reservation_resources
+        return {
+            "limits": {**(extra.get("limits") or {}), GPU: "1"},
+            "requests": {**(extra.get("requests") or {}), GPU: "1"},
+        }
 
     def _ensure_namespace(self) -> None:
         if self._namespace_ready:

@@ -118,13 +118,16 @@ class HttpServer:
         healthy: Callable[[], bool],
         ready: Callable[[], bool],
         snapshot: Callable[[], dict[str, Any] | None] | None = None,
+        paths: set[str] | None = None,
     ) -> None:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 path = self.path.split("?", 1)[0]
-                if path == "/metrics":
+                if outer.paths is not None and path not in outer.paths:
+                    self._send(404, b"not found\n")
+                elif path == "/metrics":
                     self._send(200, outer.metrics.render(), CONTENT_TYPE_LATEST)
                 elif path == "/healthz":
                     ok = outer.healthy()
@@ -155,6 +158,7 @@ class HttpServer:
         self.healthy = healthy
         self.ready = ready
         self.snapshot = snapshot
+        self.paths = paths  # None: every endpoint
         self.server = ThreadingHTTPServer((host, port), Handler)
         self.server.daemon_threads = True
         self.port = int(self.server.server_address[1])

@@ -30,8 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from kai.api import keys
 from kai.api.errors import Problem
 from kai.api.timeutil import format_time
+from kai.cluster import partition
 from kai.cluster.cache import CacheView, ClusterCache
 from kai.cluster.events import EventRecorder
 from kai.cluster.metrics import Metrics
@@ -110,8 +112,14 @@ class Scheduler:
         record_dir: Path | None = None,
         record_every: int = 0,
         on_cycle: Callable[[CycleReport], None] | None = None,
+        queue_label_key: str = keys.QUEUE_LABEL,
+        nodepool_label_key: str = keys.NODE_POOL_LABEL,
+        partition_label_value: str = "",
     ) -> None:
         self.cache = cache
+        self.queue_label_key = queue_label_key
+        self.nodepool_label_key = nodepool_label_key
+        self.partition_label_value = partition_label_value
         self.config = config
         self.bind_requests = bind_requests
         self.evictor = evictor
@@ -143,14 +151,15 @@ class Scheduler:
         view = self.cache.view()
         if view.stale_bind_requests:
             self.bind_requests.delete_stale(view.stale_bind_requests)
-        result = build_snapshot(view.objects, now, self.config.params.scheduler_name)
+        objects = partition.select(view.objects, self.nodepool_label_key, self.partition_label_value)
+        result = build_snapshot(objects, now, self.config.params.scheduler_name, self.queue_label_key)
         self._report_problems(result.problems, view)
         snapshot = result.snapshot
         self._report_unsupported(snapshot.unsupported, view)
         if self.usage is not None:
             self.usage.observe(snapshot)
             snapshot.queue_usage = self.usage.queue_usage(now)
-        self.last_input = CycleInput(now, _accepted(view.objects, result.problems))
+        self.last_input = CycleInput(now, _accepted(objects, result.problems))
         steps: dict[str, float] = {}
 
         def run_step(name: str, step: Callable[[], None]) -> None:

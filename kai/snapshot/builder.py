@@ -72,9 +72,12 @@ def _describe(kind: str, obj: dict[str, Any]) -> str:
 class SnapshotBuilder:
     """Collects objects by kind, then builds the snapshot in dependency order."""
 
-    def __init__(self, now: float, scheduler_name: str = keys.SCHEDULER_NAME) -> None:
+    def __init__(
+        self, now: float, scheduler_name: str = keys.SCHEDULER_NAME, queue_label_key: str = keys.QUEUE_LABEL
+    ) -> None:
         self.now = now
         self.scheduler_name = scheduler_name
+        self.queue_label_key = queue_label_key  # KAI's --queue-label-key: names a lone pod's queue
         self.problems: list[Problem] = []
         self.warnings: list[str] = []
         self.by_kind: dict[str, list[dict[str, Any]]] = {
@@ -432,8 +435,8 @@ class SnapshotBuilder:
                 )
                 return
         else:
-            queue = pod.labels.get(keys.QUEUE_LABEL) or keys.DEFAULT_QUEUE
-            if not self._check_queue("Pod", obj, f"metadata.labels[{keys.QUEUE_LABEL}]", queue, queues):
+            queue = pod.labels.get(self.queue_label_key) or keys.DEFAULT_QUEUE
+            if not self._check_queue("Pod", obj, f"metadata.labels[{self.queue_label_key}]", queue, queues):
                 return
             class_name = pod.labels.get(keys.PRIORITY_CLASS_LABEL) or pod.priority_class_name
             priority = self._priority(class_name)
@@ -757,9 +760,12 @@ class SnapshotBuilder:
 
 
 def build_snapshot(
-    objects: Iterable[dict[str, Any]], now: float, scheduler_name: str = keys.SCHEDULER_NAME
+    objects: Iterable[dict[str, Any]],
+    now: float,
+    scheduler_name: str = keys.SCHEDULER_NAME,
+    queue_label_key: str = keys.QUEUE_LABEL,
 ) -> BuildResult:
-    builder = SnapshotBuilder(now, scheduler_name)
+    builder = SnapshotBuilder(now, scheduler_name, queue_label_key)
     collecting = gc.isenabled()
     gc.disable()  # tens of thousands of new objects, none cyclic: spare the collector's rescans
     try:

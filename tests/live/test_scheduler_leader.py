@@ -77,6 +77,7 @@ def test_one_leader_acts_and_a_standby_takes_over(live_cluster: LiveCluster, nam
                 namespace,
                 "--schedule-period",
                 "0.2s",
+                "--leader-elect",
             ],
             stdout=(tmp_path / f"run-{port}.log").open("wb"),
             stderr=subprocess.STDOUT,
