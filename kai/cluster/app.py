@@ -25,11 +25,12 @@ from kai.cluster.cache import BINDER_KINDS, SCHEDULER_KINDS, ClusterCache
 from kai.cluster.events import EventRecorder
 from kai.cluster.kube import BIND_REQUESTS, Kube
 from kai.cluster.leader import LeaderElector
-from kai.cluster.metrics import HttpServer, Metrics
+from kai.cluster.metrics import BINDER_CONTROLLER, HttpServer, Metrics
 from kai.cluster.scheduler import Scheduler
 from kai.cluster.status import StatusUpdater
 from kai.cluster.writers import BindRequestWriter, Evictor
 from kai.framework.config import SchedulerConfig
+from kai.framework.decisions import Eviction
 
 log = logging.getLogger("kai.cluster")
 
@@ -80,7 +81,7 @@ class LiveProcess:
         o = options
         kinds = SCHEDULER_KINDS if o.scheduler else BINDER_KINDS
         self.cache = ClusterCache(kube, kinds)
-        self.metrics = Metrics(o.metrics_namespace)
+        self.metrics = Metrics(o.metrics_namespace, scheduler=o.scheduler, binder=o.binder)
         component = "kai-scheduler" if o.scheduler else "kai-binder"
         self.events = EventRecorder(kube, component, routine=o.routine_events)
         self.pool = ThreadPoolExecutor(o.writers, thread_name_prefix="writer")
@@ -101,7 +102,10 @@ class LiveProcess:
                     self.metrics.pods_bound.inc(),
                     self.metrics.task_bind.observe(seconds * 1000),
                 ),
+                on_reconciled=self._reconciled,
+                on_busy=lambda n: self.metrics.active_workers.labels(BINDER_CONTROLLER).set(n),
             )
+            self.metrics.max_concurrent_reconciles.labels(BINDER_CONTROLLER).set(o.binder_workers)
         if o.scheduler:
             self.status = StatusUpdater(kube, self.events)
             self.scheduler = Scheduler(
@@ -120,7 +124,7 @@ class LiveProcess:
                     self.pool,
                     use_eviction_api=o.eviction_api,
                     update_condition=o.update_pod_eviction_condition,
-                    on_evicted=lambda e, job: self.metrics.evicted_pods.labels(job, "", "default", e.action).inc(),
+                    on_evicted=self._evicted,
                 ),
                 status=self.status,
                 events=self.events,
@@ -171,6 +175,18 @@ class LiveProcess:
         self.http: HttpServer | None = self.servers[0] if self.servers else None
         self._threads: list[threading.Thread] = []
         self._stopped = threading.Event()
+
+    def _reconciled(self, result: str, seconds: float) -> None:
+        self.metrics.reconciled(result, seconds)
+        if result == "error":
+            self.metrics.bind_failures.inc()
+
+    def _evicted(self, eviction: Eviction, job: str, podgroup: dict[str, Any] | None) -> None:
+        """KAI's pod_group_evicted_pods_total{podgroup, namespace, uid, nodepool, action}."""
+        namespace, _, name = job.partition("/")
+        meta = (podgroup or {}).get("metadata") or {}
+        pool = self.options.partition_label_value or "default"
+        self.metrics.evicted_pods.labels(name, namespace, str(meta.get("uid") or ""), pool, eviction.action).inc()
 
     def is_leader(self) -> bool:
         return self.leader.is_leader if self.leader is not None else True

@@ -127,7 +127,12 @@ class Binder:
         reservation_service_account: str = "",
         reservation_resources: dict[str, Any] | None = None,
         reservation_runtime_class: str = "",
+        on_reconciled: Callable[[str, float], None] | None = None,
+        on_busy: Callable[[int], None] | None = None,
     ) -> None:
+        # Metrics hooks: each reconcile's result (success, error, requeue) and seconds; busy workers.
+        self.on_reconciled = on_reconciled
+        self.on_busy = on_busy
         # KAI's --resource-reservation-{app-label,service-account,pod-resources} and --runtime-class-name.
         self.reservation_app_label = reservation_app_label
         self.reservation_service_account = reservation_service_account
@@ -235,20 +240,33 @@ class Binder:
                 if key in self._processing:
                     continue  # another worker has it; the resync brings it back if it stays open
                 self._processing.add(key)
+                busy = len(self._processing)
+            if self.on_busy is not None:
+                self.on_busy(busy)
+            started = time.monotonic()
+            result = "success"
             try:
                 if self.active.is_set():
-                    self.process(key)
+                    result = self.process(key)
             except Exception:  # a bug must not kill the worker
+                result = "error"
                 log.exception("binding %s failed unexpectedly", key)
             finally:
                 with self._queued_lock:
                     self._processing.discard(key)
+                    busy = len(self._processing)
+                if self.on_busy is not None:
+                    self.on_busy(busy)
+            if self.on_reconciled is not None and self.active.is_set():
+                self.on_reconciled(result, time.monotonic() - started)
 
     # -- one BindRequest ------------------------------------------------------------------------
-    def process(self, key: str) -> None:
+    def process(self, key: str) -> str:
+        """Work off one BindRequest: "success" (bound, or nothing to do), "error" (the request failed) or
+        "requeue" (the API server could not be asked; the resync brings it back)."""
         br = self.cache.store(BIND_REQUESTS).get(key)
         if br is None or not self._open(br):
-            return
+            return "success"
         started = time.monotonic()
         spec = br.get("spec") or {}
         namespace = br["metadata"]["namespace"]
@@ -266,7 +284,7 @@ class Binder:
                 if bound_to != node_name:
                     raise BindError(f"pod {pod_key} is already bound to {bound_to}")
                 self._report(br, "Succeeded", "")
-                return
+                return "success"
             node = self.cache.store(NODES).get(node_name)
             if node is None:
                 raise BindError(f"node {node_name} does not exist")
@@ -305,10 +323,13 @@ class Binder:
             pod = self.cache.store(PODS).get(pod_key)
             if pod is not None:
                 self.events.record(pod, "Warning", "BindingError", f"Binding to {node_name} failed: {err}")
+            return "error"
         except ApiError as err:
             # The API server could not be asked (5xx, 429, conflict, network): leave the request
             # open; the resync queues it again.
             log.warning("bind %s -> %s: %s; will retry", pod_key, node_name, err)
+            return "requeue"
+        return "success"
 
     def _node_lock(self, node: str) -> threading.Lock:
         with self._node_locks_lock:

@@ -173,7 +173,7 @@ class Evictor:
         events: EventRecorder,
         pool: ThreadPoolExecutor,
         use_eviction_api: bool = False,
-        on_evicted: Callable[[Eviction, str], None] | None = None,
+        on_evicted: Callable[[Eviction, str, dict[str, Any] | None], None] | None = None,
         update_condition: bool = False,
     ) -> None:
         self.kube = kube
@@ -199,8 +199,8 @@ class Evictor:
         per_group: Counter[tuple[str, str, str]] = Counter()
         for e in done:
             per_group[(jobs.get(e.pod, ""), e.action, e.by)] += 1
-            if self.on_evicted is not None:
-                self.on_evicted(e, jobs.get(e.pod, ""))
+            if self.on_evicted is not None:  # (eviction, pod group key, the PodGroup object)
+                self.on_evicted(e, jobs.get(e.pod, ""), podgroups.get(jobs.get(e.pod, "")))
         for (job, action, by), count in per_group.items():
             pg = podgroups.get(job)
             if pg is not None:
