@@ -70,6 +70,9 @@ class LiveOptions:
     metrics_listen: str = ""
     probe_listen: str = ""
     binder_settings: dict[str, Any] = field(default_factory=dict)  # reservation pod options, Binder keywords
+    # /snapshot (the last cycle's input: every pod, node and queue of the cluster) is served only when
+    # asked for, on its own address, which must be a loopback one.
+    snapshot_listen: str = ""
 
 
 class LiveProcess:
@@ -155,10 +158,14 @@ class LiveProcess:
         }
         if not (o.metrics_listen or o.probe_listen):
             endpoints = {"all": o.listen} if o.listen else {}
+        if o.snapshot_listen and o.scheduler:
+            endpoints["snapshot"] = o.snapshot_listen
         for role, address in endpoints.items():
             if not address:
                 continue
             host, _, port = address.rpartition(":")
+            if role == "snapshot" and not _loopback(host):
+                raise ValueError(f"the snapshot endpoint serves only on a loopback address, not {address!r}")
             self.servers.append(
                 HttpServer(
                     host or "0.0.0.0",
@@ -166,15 +173,22 @@ class LiveProcess:
                     self.metrics,
                     healthy=self.healthy,
                     ready=lambda: self.cache.synced,
-                    snapshot=lambda: (
-                        self.scheduler.last_input.as_list() if self.scheduler and self.scheduler.last_input else None
-                    ),
-                    paths={"metrics": {"/metrics"}, "probes": {"/healthz", "/readyz"}}.get(role),
+                    snapshot=self._snapshot if role == "snapshot" else None,
+                    paths={
+                        "metrics": {"/metrics"},
+                        "probes": {"/healthz", "/readyz"},
+                        "all": {"/metrics", "/healthz", "/readyz"},
+                        "snapshot": {"/snapshot"},
+                    }[role],
                 )
             )
         self.http: HttpServer | None = self.servers[0] if self.servers else None
+        self.snapshot_http: HttpServer | None = next((srv for srv in self.servers if srv.paths == {"/snapshot"}), None)
         self._threads: list[threading.Thread] = []
         self._stopped = threading.Event()
+
+    def _snapshot(self) -> dict[str, Any] | None:
+        return self.scheduler.last_input.as_list() if self.scheduler and self.scheduler.last_input else None
 
     def _reconciled(self, result: str, seconds: float) -> None:
         self.metrics.reconciled(result, seconds)
@@ -250,3 +264,15 @@ class LiveProcess:
             server.stop()
         self.pool.shutdown(wait=False, cancel_futures=True)
         self.bind_request_pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1 or localhost (never every interface)."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

@@ -22,7 +22,7 @@ from kai.api.timeutil import parse_duration
 Kubeconfig = Annotated[
     str | None, typer.Option("--kubeconfig", envvar="KUBECONFIG", help="Kubeconfig; in-cluster config when unset.")
 ]
-Listen = Annotated[str, typer.Option("--listen-address", help="host:port for /metrics, /healthz, /readyz, /snapshot.")]
+Listen = Annotated[str, typer.Option("--listen-address", help="host:port (or :port) for /metrics, /healthz, /readyz.")]
 LeaderElect = Annotated[
     bool, typer.Option("--leader-elect/--no-leader-elect", help="Act only while holding the Lease.")
 ]
@@ -189,6 +189,15 @@ def run(
     ] = None,
     record_every: Annotated[int, typer.Option("--record-every", min=1, help="Record every N cycles.")] = 10,
     cycles: Annotated[int, typer.Option("--cycles", min=0, help="Stop after N cycles (0: run until stopped).")] = 0,
+    snapshot_port: Annotated[
+        int,
+        typer.Option(
+            "--snapshot-port",
+            min=0,
+            max=65535,
+            help="Serve /snapshot (the last cycle's input) on 127.0.0.1:PORT; 0: not served.",
+        ),
+    ] = 0,
     binder_workers: Annotated[int, typer.Option("--binder-workers", min=1)] = 16,
     fake_gpu_uuids: FakeUuids = False,
     log_level: LogLevel = "info",
@@ -236,6 +245,7 @@ def run(
         partition_label_value=partition_label_value,
         update_pod_eviction_condition=update_pod_eviction_condition,
         binder_settings={"reservation_app_label": resource_reservation_app_label},
+        snapshot_listen=f"127.0.0.1:{snapshot_port}" if snapshot_port else "",
     )
     _start(kubeconfig, options, qps, burst)
 

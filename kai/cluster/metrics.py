@@ -283,7 +283,7 @@ class Metrics:
 
 
 class HttpServer:
-    """/metrics, /healthz, /readyz and /snapshot on one port (KAI: ``--listen-address :8080``)."""
+    """/metrics, /healthz, /readyz (and /snapshot when given `snapshot`) on one port, or the `paths` subset."""
 
     def __init__(
         self,
