@@ -406,7 +406,7 @@ class Binder:
             except ApiError as err:
                 if err.status != 409:
                     raise
-                self.kube.patch(CONFIGMAPS.path(meta["namespace"], name), {"data": env})
+                self._update_own_configmap(meta, name, env)
         labels = gpu_group_labels(groups)
         self.kube.patch(
             PODS.path(meta["namespace"], meta["name"]),
@@ -420,6 +420,22 @@ class Binder:
                 }
             },
         )
+
+    def _update_own_configmap(self, pod_meta: dict[str, Any], name: str, env: dict[str, str]) -> None:
+        """Rewrite an existing GPU-sharing ConfigMap only if this pod owns it: one JSON patch whose ``test``
+        makes the API server refuse it otherwise (nothing else in the namespace is ever overwritten)."""
+        ops = [
+            {"op": "test", "path": "/metadata/ownerReferences/0/uid", "value": pod_meta["uid"]},
+            {"op": "replace", "path": "/data", "value": env},
+        ]
+        try:
+            self.kube.patch(CONFIGMAPS.path(pod_meta["namespace"], name), ops, "json")
+        except ApiError as err:
+            if err.status in (403, 409, 422, 500):  # refused: the test failed, or a policy said no
+                raise BindError(
+                    f"ConfigMap {pod_meta['namespace']}/{name} exists and is not this pod's: not overwriting it"
+                ) from err
+            raise
 
     def _reservation_pods(self, node: str, group: str) -> list[dict[str, Any]]:
         return [
