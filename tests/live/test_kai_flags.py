@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -130,3 +131,32 @@ def test_kai_style_arguments_parse_and_take_effect(live_cluster: LiveCluster, na
         cleanup(kube, namespace, [q])
     for proc in procs:
         assert proc.returncode == 0, (tmp_path / "run.log").read_text()[-2000:]
+
+
+def test_a_partition_schedules_only_its_nodes_and_pod_groups(live_cluster: LiveCluster, namespace: str) -> None:
+    """--nodepool-label-key + --partition-label-value: the scheduler sees the labelled nodes and PodGroups."""
+    from kai.cluster.kube import Kube
+    from tests.live.scheduler_helpers import podgroup, scheduler
+
+    kube = Kube.from_kubeconfig(str(live_cluster.kubeconfig))
+    name = unique_scheduler_name()
+    q = f"q-{name}"
+    create(kube, queue(q))
+    live_cluster.delete_nodes()
+    (inside,) = live_cluster.create_gpu_nodes(1, gpus=4, labels={"example.com/pool": "x"}, name_prefix="px")
+    live_cluster.create_gpu_nodes(1, gpus=4, name_prefix="py")
+    try:
+        with scheduler(kube, name, nodepool_label_key="example.com/pool", partition_label_value="x"):
+            for group, labels in (("ours", {"example.com/pool": "x"}), ("theirs", {})):
+                pg = podgroup(group, namespace, q)
+                pg["metadata"]["labels"] = labels
+                create(kube, pg)
+            for i in range(3):  # one GPU each: all fit the partition's node
+                create(kube, pod(f"ours-{i}", namespace, name, group="ours", gpus=1))
+            create(kube, pod("theirs-0", namespace, name, group="theirs", gpus=1))
+            wait("the partition's pods bound", lambda: len(bound(kube, namespace)) == 3, timeout=30)
+            time.sleep(1.0)  # a few more cycles: the other pod group is never seen
+            placed = bound(kube, namespace)
+        assert placed == {f"ours-{i}": inside for i in range(3)}
+    finally:
+        cleanup(kube, namespace, [q])
