@@ -73,8 +73,8 @@ def load_command(name: str) -> Any:
     holder = typer.Typer(pretty_exceptions_enable=False, add_completion=False)
     if isinstance(target, typer.Typer):
         holder.add_typer(target, name=name)
-    else:
-        holder.command(name)(target)
+    else:  # a command may name its click class (kai run: Go-style boolean flags)
+        holder.command(name, cls=getattr(target, "command_class", None))(target)
     holder.command("-")(lambda: None)  # a second command, so that typer builds a group around the first
     group = typer.main.get_command(holder)
     assert isinstance(group, TyperGroup)

@@ -33,9 +33,12 @@ def known_actions() -> set[str]:
     return registered_actions()
 
 
-def open_session(snapshot: ClusterSnapshot, config: SchedulerConfig) -> tuple[Session, list[str]]:
+def open_session(
+    snapshot: ClusterSnapshot, config: SchedulerConfig, plugin_step: ActionRunner | None = None
+) -> tuple[Session, list[str]]:
     """The session with the configured plugins open; plugins kai lacks are skipped (the configuration
-    reader warned about those a file names), and returned as warnings for the caller."""
+    reader warned about those a file names), and returned as warnings for the caller.
+    `plugin_step(name, step)`, when given, wraps each plugin's OnSessionOpen (to time it)."""
     ssn = Session(snapshot, config)
     warnings = []
     for option in config.plugins:
@@ -50,7 +53,10 @@ def open_session(snapshot: ClusterSnapshot, config: SchedulerConfig) -> tuple[Se
             raise ConfigError(
                 [Problem("scheduler config", f"tiers.plugins[{option.name}].arguments", str(err))]
             ) from err
-        plugin.on_session_open(ssn)
+        if plugin_step is None:
+            plugin.on_session_open(ssn)
+        else:
+            plugin_step(option.name, lambda plugin=plugin: plugin.on_session_open(ssn))
     return ssn, warnings
 
 
@@ -84,26 +90,33 @@ def _run_directly(name: str, step: Callable[[], None]) -> None:
     step()
 
 
-def run_cycle(snapshot: ClusterSnapshot, config: SchedulerConfig, run_step: ActionRunner = _run_directly) -> Decisions:
-    """Run one cycle. `run_step(name, step)` wraps each phase, so that adapters can time them
-    (the core reads no clock)."""
+def run_cycle(
+    snapshot: ClusterSnapshot,
+    config: SchedulerConfig,
+    run_step: ActionRunner = _run_directly,
+    plugin_step: ActionRunner | None = None,
+) -> Decisions:
+    """Run one cycle. `run_step(name, step)` wraps each phase, and `plugin_step(plugin, step)` each
+    plugin's session opening, so that adapters can time them (the core reads no clock)."""
     # The cycle allocates hundreds of thousands of short-lived, acyclic objects over a large live heap;
     # the cyclic collector would rescan that heap again and again (half the cycle at 50,000 pods).
     # Pause it for the cycle; the few cycles a session leaves are collected once it is re-enabled.
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _run_cycle(snapshot, config, run_step)
+        return _run_cycle(snapshot, config, run_step, plugin_step)
     finally:
         if collecting:
             gc.enable()
 
 
-def _run_cycle(snapshot: ClusterSnapshot, config: SchedulerConfig, run_step: ActionRunner) -> Decisions:
+def _run_cycle(
+    snapshot: ClusterSnapshot, config: SchedulerConfig, run_step: ActionRunner, plugin_step: ActionRunner | None
+) -> Decisions:
     box: dict[str, Session] = {}
 
     def open_step() -> None:
-        box["ssn"] = open_session(snapshot, config)[0]
+        box["ssn"] = open_session(snapshot, config, plugin_step)[0]
 
     run_step("open_session", open_step)
     ssn = box["ssn"]

@@ -56,6 +56,7 @@ def allocate(ssn: Session) -> None:
         tasks = tasks_to_allocate(ssn, job)
         if not tasks:
             continue
+        ssn.decisions.count("acted_on", "allocate")
         status = ssn.check_job_capacity(job, tasks)
         if not status.ok:
             ssn.record_fit_error(job, status)
@@ -70,6 +71,7 @@ def allocate(ssn: Session) -> None:
         if leaf_short_of_allocations(job) is not None:
             stmt.convert_to_pipelined(job.key)
         stmt.commit()
+        ssn.decisions.count("scheduled", "allocate")
         if free is not None:
             free.placed(tasks)
         ssn.fit_errors.pop(job.key, None)

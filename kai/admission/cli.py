@@ -21,7 +21,7 @@ import typer
 
 from kai.api import keys
 
-from .certs import DEFAULT_HOSTS, ensure_certificates
+from .certs import DEFAULT_HOSTS, default_cert_dir, ensure_certificates
 from .registration import SelectorError, WebhookSettings, parse_selector, webhook_configurations
 from .rules import DEFAULT_GPU_RUNTIME_CLASS, PodRules
 from .server import WebhookServer
@@ -62,9 +62,11 @@ def delete_webhook_configurations(kube: Any, name: str) -> None:
 def admission(
     port: Annotated[int, typer.Option(help="HTTPS port to serve the webhooks on.")] = 9443,
     host: Annotated[str, typer.Option(help="Address to bind.")] = "0.0.0.0",
-    cert_dir: Annotated[Path, typer.Option(help="Folder with tls.crt/tls.key (and ca.crt); generated if empty.")] = (
-        Path("/tmp/kai-admission-certs")
-    ),
+    cert_dir: Annotated[
+        Path | None,
+        typer.Option(help="Folder with tls.crt/tls.key (and ca.crt); generated if empty (default: a private folder "
+                     "kai-admission-certs-<uid> in the temporary directory)."),
+    ] = None,
     cert_host: Annotated[list[str] | None, typer.Option(help="Host name or IP for a generated certificate "
                                                               "(repeatable).")] = None,
     scheduler_name: Annotated[str, typer.Option(help="Pods with this schedulerName are handled.")] = (
@@ -101,6 +103,7 @@ def admission(
     except SelectorError as err:
         raise _fail(str(err)) from None
     hosts = tuple(cert_host or ()) or (*DEFAULT_HOSTS, f"{service_name}.{service_namespace}.svc")
+    cert_dir = cert_dir or default_cert_dir()
     try:
         certs = ensure_certificates(cert_dir, hosts)
     except OSError as err:

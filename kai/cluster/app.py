@@ -17,17 +17,20 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from kai.api import keys
 from kai.cluster.binder import Binder
 from kai.cluster.cache import BINDER_KINDS, SCHEDULER_KINDS, ClusterCache
 from kai.cluster.events import EventRecorder
 from kai.cluster.kube import BIND_REQUESTS, Kube
 from kai.cluster.leader import LeaderElector
-from kai.cluster.metrics import HttpServer, Metrics
+from kai.cluster.metrics import BINDER_CONTROLLER, HttpServer, Metrics
 from kai.cluster.scheduler import Scheduler
 from kai.cluster.status import StatusUpdater
 from kai.cluster.writers import BindRequestWriter, Evictor
 from kai.framework.config import SchedulerConfig
+from kai.framework.decisions import Eviction
 
 log = logging.getLogger("kai.cluster")
 
@@ -56,6 +59,20 @@ class LiveOptions:
     fake_gpu_uuids: bool = False
     reservation_timeout: float = 40.0
     max_cycles: int = 0
+    # KAI's flags (kai/cluster/cli.py maps them)
+    metrics_namespace: str = "kai"
+    queue_label_key: str = keys.QUEUE_LABEL
+    nodepool_label_key: str = keys.NODE_POOL_LABEL
+    partition_label_value: str = ""
+    update_pod_eviction_condition: bool = False
+    # The binder's two listeners as KAI's (--metrics-bind-address, --health-probe-bind-address); when
+    # either is set, `listen` is not used.
+    metrics_listen: str = ""
+    probe_listen: str = ""
+    binder_settings: dict[str, Any] = field(default_factory=dict)  # reservation pod options, Binder keywords
+    # /snapshot (the last cycle's input: every pod, node and queue of the cluster) is served only when
+    # asked for, on its own address, which must be a loopback one.
+    snapshot_listen: str = ""
 
 
 class LiveProcess:
@@ -67,7 +84,7 @@ class LiveProcess:
         o = options
         kinds = SCHEDULER_KINDS if o.scheduler else BINDER_KINDS
         self.cache = ClusterCache(kube, kinds)
-        self.metrics = Metrics()
+        self.metrics = Metrics(o.metrics_namespace, scheduler=o.scheduler, binder=o.binder)
         component = "kai-scheduler" if o.scheduler else "kai-binder"
         self.events = EventRecorder(
             kube, component, routine=o.routine_events, on_dropped=self.metrics.events_dropped.labels(component).inc
@@ -90,11 +107,15 @@ class LiveProcess:
                 ),
                 fake_gpu_uuids=o.fake_gpu_uuids,
                 reservation_timeout=o.reservation_timeout,
+                **o.binder_settings,
                 on_bound=lambda pod, seconds: (
                     self.metrics.pods_bound.inc(),
                     self.metrics.task_bind.observe(seconds * 1000),
                 ),
+                on_reconciled=self._reconciled,
+                on_busy=lambda n: self.metrics.active_workers.labels(BINDER_CONTROLLER).set(n),
             )
+            self.metrics.max_concurrent_reconciles.labels(BINDER_CONTROLLER).set(o.binder_workers)
         if o.scheduler:
             self.status = StatusUpdater(kube, self.events)
             self.scheduler = Scheduler(
@@ -112,7 +133,8 @@ class LiveProcess:
                     self.events,
                     self.pool,
                     use_eviction_api=o.eviction_api,
-                    on_evicted=lambda e, job: self.metrics.evicted_pods.labels(job, "", "default", e.action).inc(),
+                    update_condition=o.update_pod_eviction_condition,
+                    on_evicted=self._evicted,
                 ),
                 status=self.status,
                 events=self.events,
@@ -120,6 +142,9 @@ class LiveProcess:
                 period=o.period,
                 record_dir=o.record_dir,
                 record_every=o.record_every,
+                queue_label_key=o.queue_label_key,
+                nodepool_label_key=o.nodepool_label_key,
+                partition_label_value=o.partition_label_value,
             )
         if o.leader_elect:
             identity = o.identity or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
@@ -133,21 +158,56 @@ class LiveProcess:
                 o.retry_period,
                 on_change=self._leading,
             )
-        self.http: HttpServer | None = None
-        if o.listen:
-            host, _, port = o.listen.rpartition(":")
-            self.http = HttpServer(
-                host or "0.0.0.0",
-                int(port),
-                self.metrics,
-                healthy=self.healthy,
-                ready=lambda: self.cache.synced,
-                snapshot=lambda: (
-                    self.scheduler.last_input.as_list() if self.scheduler and self.scheduler.last_input else None
-                ),
+        self.servers: list[HttpServer] = []
+        endpoints = {
+            "metrics": o.metrics_listen,
+            "probes": o.probe_listen,
+        }
+        if not (o.metrics_listen or o.probe_listen):
+            endpoints = {"all": o.listen} if o.listen else {}
+        if o.snapshot_listen and o.scheduler:
+            endpoints["snapshot"] = o.snapshot_listen
+        for role, address in endpoints.items():
+            if not address:
+                continue
+            host, _, port = address.rpartition(":")
+            if role == "snapshot" and not _loopback(host):
+                raise ValueError(f"the snapshot endpoint serves only on a loopback address, not {address!r}")
+            self.servers.append(
+                HttpServer(
+                    host or "0.0.0.0",
+                    int(port),
+                    self.metrics,
+                    healthy=self.healthy,
+                    ready=lambda: self.cache.synced,
+                    snapshot=self._snapshot if role == "snapshot" else None,
+                    paths={
+                        "metrics": {"/metrics"},
+                        "probes": {"/healthz", "/readyz"},
+                        "all": {"/metrics", "/healthz", "/readyz"},
+                        "snapshot": {"/snapshot"},
+                    }[role],
+                )
             )
+        self.http: HttpServer | None = self.servers[0] if self.servers else None
+        self.snapshot_http: HttpServer | None = next((srv for srv in self.servers if srv.paths == {"/snapshot"}), None)
         self._threads: list[threading.Thread] = []
         self._stopped = threading.Event()
+
+    def _snapshot(self) -> dict[str, Any] | None:
+        return self.scheduler.last_input.as_list() if self.scheduler and self.scheduler.last_input else None
+
+    def _reconciled(self, result: str, seconds: float) -> None:
+        self.metrics.reconciled(result, seconds)
+        if result == "error":
+            self.metrics.bind_failures.inc()
+
+    def _evicted(self, eviction: Eviction, job: str, podgroup: dict[str, Any] | None) -> None:
+        """KAI's pod_group_evicted_pods_total{podgroup, namespace, uid, nodepool, action}."""
+        namespace, _, name = job.partition("/")
+        meta = (podgroup or {}).get("metadata") or {}
+        pool = self.options.partition_label_value or "default"
+        self.metrics.evicted_pods.labels(name, namespace, str(meta.get("uid") or ""), pool, eviction.action).inc()
 
     def is_leader(self) -> bool:
         return self.leader.is_leader if self.leader is not None else True
@@ -161,8 +221,8 @@ class LiveProcess:
         return self.scheduler.healthy() if self.scheduler is not None else not self._stopped.is_set()
 
     def start(self) -> LiveProcess:
-        if self.http is not None:
-            self.http.start()
+        for server in self.servers:
+            server.start()
         self.cache.start()
         if self.leader is not None:
             if self.binder is not None:
@@ -207,7 +267,19 @@ class LiveProcess:
         if self.leader is not None:
             self.leader.stop(release=True)
         self.cache.stop()
-        if self.http is not None:
-            self.http.stop()
+        for server in self.servers:
+            server.stop()
         self.pool.shutdown(wait=False, cancel_futures=True)
         self.bind_request_pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1 or localhost (never every interface)."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

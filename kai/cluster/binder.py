@@ -123,7 +123,21 @@ class Binder:
         fake_gpu_uuids: bool = False,
         reservation_image: str = "ghcr.io/nvidia/kai-scheduler/resource-reservation:latest",
         on_bound: Callable[[dict[str, Any], float], None] | None = None,
+        reservation_app_label: str = RESERVATION_APP_LABEL,
+        reservation_service_account: str = "",
+        reservation_resources: dict[str, Any] | None = None,
+        reservation_runtime_class: str = "",
+        on_reconciled: Callable[[str, float], None] | None = None,
+        on_busy: Callable[[int], None] | None = None,
     ) -> None:
+        # Metrics hooks: each reconcile's result (success, error, requeue) and seconds; busy workers.
+        self.on_reconciled = on_reconciled
+        self.on_busy = on_busy
+        # KAI's --resource-reservation-{app-label,service-account,pod-resources} and --runtime-class-name.
+        self.reservation_app_label = reservation_app_label
+        self.reservation_service_account = reservation_service_account
+        self.reservation_resources = reservation_resources or {}
+        self.reservation_runtime_class = reservation_runtime_class
         self.kube = kube
         self.cache = cache
         self.workers = workers
@@ -226,20 +240,33 @@ class Binder:
                 if key in self._processing:
                     continue  # another worker has it; the resync brings it back if it stays open
                 self._processing.add(key)
+                busy = len(self._processing)
+            if self.on_busy is not None:
+                self.on_busy(busy)
+            started = time.monotonic()
+            result = "success"
             try:
                 if self.active.is_set():
-                    self.process(key)
+                    result = self.process(key)
             except Exception:  # a bug must not kill the worker
+                result = "error"
                 log.exception("binding %s failed unexpectedly", key)
             finally:
                 with self._queued_lock:
                     self._processing.discard(key)
+                    busy = len(self._processing)
+                if self.on_busy is not None:
+                    self.on_busy(busy)
+            if self.on_reconciled is not None and self.active.is_set():
+                self.on_reconciled(result, time.monotonic() - started)
 
     # -- one BindRequest ------------------------------------------------------------------------
-    def process(self, key: str) -> None:
+    def process(self, key: str) -> str:
+        """Work off one BindRequest: "success" (bound, or nothing to do), "error" (the request failed) or
+        "requeue" (the API server could not be asked; the resync brings it back)."""
         br = self.cache.store(BIND_REQUESTS).get(key)
         if br is None or not self._open(br):
-            return
+            return "success"
         started = time.monotonic()
         spec = br.get("spec") or {}
         namespace = br["metadata"]["namespace"]
@@ -257,7 +284,7 @@ class Binder:
                 if bound_to != node_name:
                     raise BindError(f"pod {pod_key} is already bound to {bound_to}")
                 self._report(br, "Succeeded", "")
-                return
+                return "success"
             node = self.cache.store(NODES).get(node_name)
             if node is None:
                 raise BindError(f"node {node_name} does not exist")
@@ -296,10 +323,13 @@ class Binder:
             pod = self.cache.store(PODS).get(pod_key)
             if pod is not None:
                 self.events.record(pod, "Warning", "BindingError", f"Binding to {node_name} failed: {err}")
+            return "error"
         except ApiError as err:
             # The API server could not be asked (5xx, 429, conflict, network): leave the request
             # open; the resync queues it again.
             log.warning("bind %s -> %s: %s; will retry", pod_key, node_name, err)
+            return "requeue"
+        return "success"
 
     def _node_lock(self, node: str) -> threading.Lock:
         with self._node_locks_lock:
@@ -376,7 +406,7 @@ class Binder:
             except ApiError as err:
                 if err.status != 409:
                     raise
-                self.kube.patch(CONFIGMAPS.path(meta["namespace"], name), {"data": env})
+                self._update_own_configmap(meta, name, env)
         labels = gpu_group_labels(groups)
         self.kube.patch(
             PODS.path(meta["namespace"], meta["name"]),
@@ -390,6 +420,22 @@ class Binder:
                 }
             },
         )
+
+    def _update_own_configmap(self, pod_meta: dict[str, Any], name: str, env: dict[str, str]) -> None:
+        """Rewrite an existing GPU-sharing ConfigMap only if this pod owns it: one JSON patch whose ``test``
+        makes the API server refuse it otherwise (nothing else in the namespace is ever overwritten)."""
+        ops = [
+            {"op": "test", "path": "/metadata/ownerReferences/0/uid", "value": pod_meta["uid"]},
+            {"op": "replace", "path": "/data", "value": env},
+        ]
+        try:
+            self.kube.patch(CONFIGMAPS.path(pod_meta["namespace"], name), ops, "json")
+        except ApiError as err:
+            if err.status in (403, 409, 422, 500):  # refused: the test failed, or a policy said no
+                raise BindError(
+                    f"ConfigMap {pod_meta['namespace']}/{name} exists and is not this pod's: not overwriting it"
+                ) from err
+            raise
 
     def _reservation_pods(self, node: str, group: str) -> list[dict[str, Any]]:
         return [
@@ -412,7 +458,7 @@ class Binder:
                 "metadata": {
                     "name": name,
                     "namespace": RESERVATION_NAMESPACE,
-                    "labels": {"app": RESERVATION_APP_LABEL, keys.GPU_GROUP_LABEL: group},
+                    "labels": {"app": self.reservation_app_label, keys.GPU_GROUP_LABEL: group},
                     "annotations": {"karpenter.sh/do-not-disrupt": "true"},
                 },
                 "spec": {
@@ -424,11 +470,15 @@ class Binder:
                         {
                             "name": "resource-reservation",
                             "image": self.reservation_image,
-                            "resources": {"limits": {GPU: "1"}, "requests": {GPU: "1"}},
+                            "resources": self._reservation_container_resources(),
                         }
                     ],
                 },
             }
+            if self.reservation_service_account:
+                body["spec"]["serviceAccountName"] = self.reservation_service_account
+            if self.reservation_runtime_class:
+                body["spec"]["runtimeClassName"] = self.reservation_runtime_class
             self._ensure_namespace()
             try:
                 pod = self.kube.post(PODS.path(RESERVATION_NAMESPACE), body)
@@ -460,6 +510,14 @@ class Binder:
             time.sleep(0.2)
 
     _namespace_ready = False
+
+    def _reservation_container_resources(self) -> dict[str, Any]:
+        """One whole GPU, plus what --resource-reservation-pod-resources adds (the GPU count stays 1)."""
+        extra = self.reservation_resources
+        return {
+            "limits": {**(extra.get("limits") or {}), GPU: "1"},
+            "requests": {**(extra.get("requests") or {}), GPU: "1"},
+        }
 
     def _ensure_namespace(self) -> None:
         if self._namespace_ready:

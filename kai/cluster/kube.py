@@ -19,6 +19,8 @@ Every call raises :class:`ApiError` with the HTTP status (0 for transport errors
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -94,12 +96,42 @@ def object_key(obj: Mapping[str, Any]) -> str:
     return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))
 
 
+class RateLimiter:
+    """A token bucket (client-go's): `burst` tokens, refilled at `qps` per second; `take` waits for one."""
+
+    def __init__(self, qps: float, burst: int) -> None:
+        self.qps = qps
+        self.burst = max(1, burst)
+        self._tokens = float(self.burst)
+        self._stamp = time.monotonic()
+        self._lock = threading.Lock()
+
+    def take(self) -> None:
+        with self._lock:
+            now = time.monotonic()
+            self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.qps)
+            self._stamp = now
+            self._tokens -= 1.0
+            wait = -self._tokens / self.qps if self._tokens < 0 else 0.0
+        if wait > 0:
+            time.sleep(wait)
+
+
 class Kube:
     """Raw JSON requests through a `kubernetes.client.ApiClient` (its config, auth and connection pool)."""
 
     def __init__(self, api: k8s.ApiClient, timeout: float = 30.0) -> None:
         self.api = api
         self.timeout = timeout
+        self.limiter: RateLimiter | None = None  # client-go's QPS/burst (KAI's --qps, --burst); None: unlimited
+
+    def rate_limit(self, qps: float, burst: int) -> Kube:
+        """Limit requests as client-go does: qps > 0 limits, 0 means client-go's default (5/s, burst 10), < 0 none."""
+        if qps < 0:
+            self.limiter = None
+        else:
+            self.limiter = RateLimiter(qps or 5.0, burst if qps else 10)
+        return self
 
     @classmethod
     def from_kubeconfig(cls, path: str | None = None, context: str | None = None, pool_size: int = 32) -> Kube:
@@ -139,6 +171,8 @@ class Kube:
         content_type: str = "application/json",
         timeout: float | tuple[float, float] | None = None,
     ) -> urllib3.BaseHTTPResponse:
+        if self.limiter is not None:
+            self.limiter.take()
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = content_type

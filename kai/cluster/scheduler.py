@@ -30,15 +30,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from kai.api import keys
 from kai.api.errors import Problem
 from kai.api.timeutil import format_time
+from kai.cluster import partition
 from kai.cluster.cache import CacheView, ClusterCache
 from kai.cluster.events import EventRecorder
 from kai.cluster.metrics import Metrics
+from kai.cluster.status import queue_usage
 from kai.cycle import run_cycle
 from kai.framework.config import SchedulerConfig
 from kai.framework.decisions import Binding, Decisions, Eviction
-from kai.model import ClusterSnapshot, UnsupportedUse
+from kai.model import CPU, GPU, MEMORY, ClusterSnapshot, UnsupportedUse
 from kai.snapshot.builder import build_snapshot
 from kai.usage import UsageTracker
 
@@ -92,6 +95,7 @@ class CycleReport:
     bound: list[Binding] = field(default_factory=list)
     evicted: list[Eviction] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    plugins: dict[str, float] = field(default_factory=dict)  # plugin -> seconds of its OnSessionOpen
 
 
 class Scheduler:
@@ -110,8 +114,14 @@ class Scheduler:
         record_dir: Path | None = None,
         record_every: int = 0,
         on_cycle: Callable[[CycleReport], None] | None = None,
+        queue_label_key: str = keys.QUEUE_LABEL,
+        nodepool_label_key: str = keys.NODE_POOL_LABEL,
+        partition_label_value: str = "",
     ) -> None:
         self.cache = cache
+        self.queue_label_key = queue_label_key
+        self.nodepool_label_key = nodepool_label_key
+        self.partition_label_value = partition_label_value
         self.config = config
         self.bind_requests = bind_requests
         self.evictor = evictor
@@ -143,14 +153,18 @@ class Scheduler:
         view = self.cache.view()
         if view.stale_bind_requests:
             self.bind_requests.delete_stale(view.stale_bind_requests)
-        result = build_snapshot(view.objects, now, self.config.params.scheduler_name)
+        objects = partition.select(view.objects, self.nodepool_label_key, self.partition_label_value)
+        result = build_snapshot(objects, now, self.config.params.scheduler_name, queue_label_key=self.queue_label_key)
         self._report_problems(result.problems, view)
         snapshot = result.snapshot
         self._report_unsupported(snapshot.unsupported, view)
         if self.usage is not None:
             self.usage.observe(snapshot)
+            t_usage = time.perf_counter()
             snapshot.queue_usage = self.usage.queue_usage(now)
-        self.last_input = CycleInput(now, _accepted(view.objects, result.problems))
+            if self.metrics is not None:  # kai's usage "query" reads its own history (no usage DB yet)
+                self.metrics.usage_query.observe((time.perf_counter() - t_usage) * 1000)
+        self.last_input = CycleInput(now, _accepted(objects, result.problems))
         steps: dict[str, float] = {}
 
         def run_step(name: str, step: Callable[[], None]) -> None:
@@ -160,8 +174,17 @@ class Scheduler:
             finally:
                 steps[name] = time.perf_counter() - t0
 
+        plugins: dict[str, float] = {}
+
+        def plugin_step(name: str, step: Callable[[], None]) -> None:
+            t0 = time.perf_counter()
+            try:
+                step()
+            finally:
+                plugins[name] = time.perf_counter() - t0
+
         steps["snapshot"] = time.perf_counter() - started
-        decisions = run_cycle(snapshot, self.config, run_step)
+        decisions = run_cycle(snapshot, self.config, run_step, plugin_step)
         t0 = time.perf_counter()
         evicted = (
             self.evictor.evict(decisions.evictions, view.pods, view.podgroups, snapshot) if decisions.evictions else []
@@ -171,7 +194,7 @@ class Scheduler:
         self.status.update(decisions, snapshot, view.pods, view.podgroups, view.queues)
         seconds = time.perf_counter() - started
         self.cycles += 1
-        report = CycleReport(self.cycles, now, seconds, steps, decisions, bound, evicted, result.problems)
+        report = CycleReport(self.cycles, now, seconds, steps, decisions, bound, evicted, result.problems, plugins)
         self.last_report = report
         self._observe(report, snapshot, view)
         if self.record_dir is not None and self.record_every and self.cycles % self.record_every == 0:
@@ -230,21 +253,46 @@ class Scheduler:
                 m.close_session.set(seconds * 1000)
             elif name not in ("snapshot", "apply"):
                 m.action.labels(name).set(seconds * 1000)
+        for name, seconds in report.plugins.items():
+            m.plugin.labels(name, "OnSessionOpen").set(seconds * 1000)
         m.pods_scheduled.inc(len(report.bound))
         created = {p.key: p.creation for pg in snapshot.podgroups.values() for p in pg.pods}
-        scheduled_groups: set[str] = set()
         for b in report.bound:
             if created.get(b.pod):
                 m.task_scheduling.observe(max(0.0, report.now - created[b.pod]) * 1000)
-        jobs = {p.key: p.job_key for pg in snapshot.podgroups.values() for p in pg.pods}
-        for b in report.bound:
-            scheduled_groups.add(jobs.get(b.pod, ""))
-        if scheduled_groups:
-            m.podgroups_scheduled.labels("allocate").inc(len(scheduled_groups))
+        counters = {
+            "scheduled": m.podgroups_scheduled,
+            "acted_on": m.podgroups_acted_on,
+            "simulated": m.scenarios_simulated,
+            "filtered": m.scenarios_filtered,
+        }
+        for (counter, action), n in report.decisions.counts.items():
+            if counter == "preemption_attempts":
+                m.preemption_attempts.inc(n)
+            elif counter in counters:
+                counters[counter].labels(action).inc(n)
         for e in report.evicted:
             m.evictions.labels(e.action).inc()
         for name, q in report.decisions.queues.items():
             m.queue(name, q.fair_share, q.allocated)
+        self._observe_queues(m, snapshot, report.decisions)
+
+    @staticmethod
+    def _observe_queues(m: Metrics, snapshot: ClusterSnapshot, decisions: Decisions) -> None:
+        """KAI's queue-controller gauges: the spec's quotas and the rolled-up allocation (as Queue status)."""
+
+        def cores(millicores: float) -> float:
+            return millicores if millicores == -1 else millicores / 1000
+
+        for name, use in queue_usage(snapshot, decisions).items():
+            spec = snapshot.queues[name].resources
+            m.queue_info.labels(name).set(1)
+            m.queue_deserved_gpus.labels(name).set(spec[GPU].quota)
+            m.queue_quota_cpu.labels(name).set(cores(spec[CPU].quota))
+            m.queue_quota_memory.labels(name).set(spec[MEMORY].quota)  # bytes (the model's unit); -1 kept
+            m.queue_allocated_gpus.labels(name).set(use.allocated.gpu)
+            m.queue_allocated_cpu.labels(name).set(use.allocated.cpu / 1000)
+            m.queue_allocated_memory.labels(name).set(use.allocated.memory)
 
     # -- the loop -------------------------------------------------------------------------------
     def run(self, is_leader: Callable[[], bool] = lambda: True, max_cycles: int = 0) -> None:

@@ -10,7 +10,9 @@ What is written (KAI's status fields; where kai writes more: docs/differences.md
   ``UnschedulableOnNodePool`` entry with the message; cleared once the group runs), plus the
   annotations ``kai.scheduler/last-start-timestamp`` and ``kai.scheduler/stale-podgroup-timestamp``
   the cycle decided;
-* **Queues**: ``status.allocated``, ``status.requested`` and ``status.fairShare`` (quantities).
+* **Queues**, as KAI's queue controller: ``status.childQueues``, and ``status.allocated``,
+  ``status.allocatedNonPreemptible``, ``status.requested`` summed from the pod groups' resources up
+  the queue tree (:func:`queue_usage`); plus kai's ``status.fairShare`` (quantities).
 
 "Only on change": the desired value is compared with what the cache shows *and* with the last
 value written (the watch event of our own write may not have arrived yet), so a steady cluster
@@ -24,6 +26,7 @@ import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 from kai.api import keys
@@ -64,6 +67,75 @@ def queue_quantities(values: dict[str, float]) -> dict[str, str]:
             out["memory"] = str(round(amount * 1_000_000))
         elif name == "gpu":
             out[keys.GPU_RESOURCE] = quantity(GPU, amount)
+    return out
+
+
+@dataclass(slots=True)
+class GroupUsage:
+    """A pod group's resources as KAI's podgroup controller counts them, after this cycle's decisions."""
+
+    requested: Resources = field(default_factory=Resources)  # alive pods
+    allocated: Resources = field(default_factory=Resources)  # pods holding a node (or given one now)
+    running: int = 0
+    pending: int = 0
+    succeeded: int = 0
+    failed: int = 0
+
+
+def usage(pg: Any, bound: set[str], evicted: set[str]) -> GroupUsage:
+    """Shared GPUs count as fraction x devices of ``nvidia.com/gpu``, as KAI's podgroup controller adds them
+    (a gpu-memory request without a fraction is not converted: kai does not read the node's GPU memory here)."""
+    use = GroupUsage()
+    for pod in pg.pods:
+        status = pod.status
+        if pod.key in bound:
+            status = PodStatus.RUNNING
+        elif pod.key in evicted:
+            status = PodStatus.RELEASING
+        requests = pod.requests
+        if pod.gpu.fraction > 0:
+            requests = requests.copy().add(Resources({GPU: pod.gpu.fraction * pod.gpu.num_devices}))
+        if status in ALIVE:
+            use.requested.add(requests)
+        if status in (PodStatus.RUNNING, PodStatus.ALLOCATED):
+            use.allocated.add(requests)
+            use.running += 1
+        elif status in (PodStatus.PENDING, PodStatus.GATED, PodStatus.PIPELINED):
+            use.pending += 1
+        elif status is PodStatus.SUCCEEDED:
+            use.succeeded += 1
+        elif status is PodStatus.FAILED:
+            use.failed += 1
+    return use
+
+
+@dataclass(slots=True)
+class QueueUsage:
+    """KAI's queue controller's view of a queue: its children, and its pod groups' resources summed up
+    the queue tree (a parent holds what its whole subtree holds)."""
+
+    children: list[str]
+    requested: Resources = field(default_factory=Resources)
+    allocated: Resources = field(default_factory=Resources)
+    allocated_non_preemptible: Resources = field(default_factory=Resources)
+
+
+def queue_usage(snapshot: ClusterSnapshot, decisions: Decisions) -> dict[str, QueueUsage]:
+    """Every queue of the snapshot with its rolled-up pod group resources after the cycle's decisions."""
+    bound = {b.pod for b in decisions.bindings}
+    evicted = {e.pod for e in decisions.evictions}
+    out = {name: QueueUsage(sorted(q.children)) for name, q in snapshot.queues.items()}
+    for pg in snapshot.podgroups.values():
+        use = usage(pg, bound, evicted)
+        name, seen = pg.queue, set()
+        while name in out and name not in seen:  # the leaf, then each ancestor
+            seen.add(name)
+            q = out[name]
+            q.requested.add(use.requested)
+            q.allocated.add(use.allocated)
+            if not pg.preemptible:
+                q.allocated_non_preemptible.add(use.allocated)
+            name = snapshot.queues[name].parent
     return out
 
 
@@ -114,15 +186,19 @@ class StatusUpdater:
                 self.events.record(raw_pg, "Normal", "NotReady", message)
             if raw_pg is not None:
                 self._podgroup(key, pg, raw_pg, decisions, bound, evicted, message if explain else "", reason, now)
-        for name, report in decisions.queues.items():
+        for name, use in queue_usage(snapshot, decisions).items():
             raw_queue = queues.get(name)
             if raw_queue is None:
                 continue
-            desired = {
-                "allocated": queue_quantities(report.allocated),
-                "requested": queue_quantities(report.requested),
-                "fairShare": queue_quantities(report.fair_share),
+            desired: dict[str, Any] = {
+                "childQueues": use.children,
+                "allocated": quantities(use.allocated),
+                "allocatedNonPreemptible": quantities(use.allocated_non_preemptible),
+                "requested": quantities(use.requested),
             }
+            report = decisions.queues.get(name)
+            if report is not None:
+                desired["fairShare"] = queue_quantities(report.fair_share)
             self._write_status(f"Queue {name}", QUEUES.path(name=name, sub="status"), raw_queue, desired)
 
     # -- pods -----------------------------------------------------------------------------------
@@ -168,25 +244,9 @@ class StatusUpdater:
         reason: str,
         now: str,
     ) -> None:
-        requested, allocated = Resources(), Resources()
-        running = pending = succeeded = failed = 0
-        for pod in pg.pods:
-            status = pod.status
-            if pod.key in bound:
-                status = PodStatus.RUNNING
-            elif pod.key in evicted:
-                status = PodStatus.RELEASING
-            if status in ALIVE:
-                requested.add(pod.requests)
-            if status in (PodStatus.RUNNING, PodStatus.ALLOCATED):
-                allocated.add(pod.requests)
-                running += 1
-            elif status in (PodStatus.PENDING, PodStatus.GATED, PodStatus.PIPELINED):
-                pending += 1
-            elif status is PodStatus.SUCCEEDED:
-                succeeded += 1
-            elif status is PodStatus.FAILED:
-                failed += 1
+        use = usage(pg, bound, evicted)
+        requested, allocated = use.requested, use.allocated
+        running, pending, succeeded, failed = use.running, use.pending, use.succeeded, use.failed
         outcome = decisions.jobs.get(key)
         desired: dict[str, Any] = {
             "phase": "Running" if running and running >= pg.min_member else (outcome.status if outcome else "Pending"),
@@ -262,7 +322,8 @@ class StatusUpdater:
             with self._lock:
                 self._written[key] = desired
             return
-        self._submit(key, desired, lambda: self.kube.patch(path, {"status": desired}))
+        patch = _with_removals(current, desired)
+        self._submit(key, desired, lambda: self.kube.patch(path, {"status": patch}))
 
     def _submit(self, key: str, memo: Any, write: Callable[[], Any]) -> None:
         with self._lock:
@@ -305,3 +366,19 @@ def _same(have: Any, want: Any) -> bool:
         keys_ = set(want) | set(have)
         return all(_same(have.get(k), want.get(k)) for k in keys_)
     return have == want
+
+
+def _with_removals(current: dict[str, Any], desired: dict[str, Any]) -> dict[str, Any]:
+    """The merge patch for `desired`: within each map it sets, a key `current` has and `desired` lacks
+    becomes null (a merge patch of ``{}`` would leave the old keys); other status fields are left alone."""
+    return {k: _nested(current.get(k), v) for k, v in desired.items()}
+
+
+def _nested(have: Any, want: Any) -> Any:
+    if not isinstance(want, dict) or not isinstance(have, dict):
+        return want
+    out: dict[str, Any] = {k: _nested(have.get(k), v) for k, v in want.items()}
+    for k in have:
+        if k not in want:
+            out[k] = None
+    return out

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from kai.api import keys
+from kai.api.timeutil import format_time
 from kai.cluster.events import EventRecorder
 from kai.cluster.kube import BIND_REQUESTS, PODGROUPS, PODS, ApiError, Kube
 from kai.cluster.reflector import Store
@@ -171,12 +173,15 @@ class Evictor:
         events: EventRecorder,
         pool: ThreadPoolExecutor,
         use_eviction_api: bool = False,
-        on_evicted: Callable[[Eviction, str], None] | None = None,
+        on_evicted: Callable[[Eviction, str, dict[str, Any] | None], None] | None = None,
+        update_condition: bool = False,
     ) -> None:
         self.kube = kube
         self.events = events
         self.pool = pool
         self.use_eviction_api = use_eviction_api
+        # KAI's --update-pod-eviction-condition: DisruptionTarget=True (PreemptionByScheduler) before the delete.
+        self.update_condition = update_condition
         self.on_evicted = on_evicted
         self.evicted = 0
 
@@ -194,8 +199,8 @@ class Evictor:
         per_group: Counter[tuple[str, str, str]] = Counter()
         for e in done:
             per_group[(jobs.get(e.pod, ""), e.action, e.by)] += 1
-            if self.on_evicted is not None:
-                self.on_evicted(e, jobs.get(e.pod, ""))
+            if self.on_evicted is not None:  # (eviction, pod group key, the PodGroup object)
+                self.on_evicted(e, jobs.get(e.pod, ""), podgroups.get(jobs.get(e.pod, "")))
         for (job, action, by), count in per_group.items():
             pg = podgroups.get(job)
             if pg is not None:
@@ -209,6 +214,8 @@ class Evictor:
             f"Evicted by {eviction.action}" + (f" to make room for pod group {eviction.by}" if eviction.by else "")
         )
         try:
+            if self.update_condition:
+                self._mark_disruption_target(pod, why)
             if self.use_eviction_api:
                 body = {
                     "apiVersion": "policy/v1",
@@ -230,6 +237,26 @@ class Evictor:
         self.evicted += 1
         self.events.record(pod, "Normal", "Evicted", why)
         return True
+
+    def _mark_disruption_target(self, pod: dict[str, Any], message: str) -> None:
+        """Pod condition DisruptionTarget=True, reason PreemptionByScheduler (a strategic merge by type)."""
+        meta = pod["metadata"]
+        conditions = [
+            {
+                "type": "DisruptionTarget",
+                "status": "True",
+                "reason": "PreemptionByScheduler",
+                "message": message,
+                "lastTransitionTime": format_time(time.time()),
+            }
+        ]
+        try:
+            path = PODS.path(meta["namespace"], meta["name"], "status")
+            self.kube.patch(path, {"status": {"conditions": conditions}}, "strategic")
+        except ApiError as err:  # the eviction goes on: the condition is advice
+            if err.status == 404:
+                raise
+            log.warning("pod %s/%s: DisruptionTarget condition not set: %s", meta["namespace"], meta["name"], err)
 
 
 def podgroup_path(key: str) -> str:

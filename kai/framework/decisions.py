@@ -56,6 +56,14 @@ class Decisions:
     # PodGroup annotations to write: key -> epoch seconds, or None to clear.
     last_start: dict[str, float] = field(default_factory=dict)
     stale_since: dict[str, float | None] = field(default_factory=dict)
+    # What the actions did, for KAI's counters: (counter, action) -> n. Counters: "acted_on" (jobs an
+    # action tried), "scheduled" (jobs it placed), "simulated" / "filtered" (victim scenarios tried /
+    # skipped before a trial), "preemption_attempts" (jobs the preempt action tried).
+    counts: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def count(self, counter: str, action: str, n: int = 1) -> None:
+        key = (counter, action)
+        self.counts[key] = self.counts.get(key, 0) + n
 
     def placements(self) -> dict[str, list[dict[str, Any]]]:
         """Bound, pipelined and evicted pods as the contract prints them, sorted for byte-identical output."""

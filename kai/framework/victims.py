@@ -674,6 +674,7 @@ class Solver:
         state rolled back); `self.returned` names the victims back where they were."""
         stmt, tasks = self.stmt, self.tasks
         self.policy_rejected = False
+        self.ssn.decisions.count("simulated", self.action)
         cp = stmt.checkpoint()
         self._evict(new)
         chunks = recorded + new
@@ -738,6 +739,7 @@ class Solver:
                 over = self._check_budget([*recorded, chunk], set())
                 if over:
                     self.budget = over  # this chunk can never be part of an acceptable scenario
+                    ssn.decisions.count("filtered", self.action)
                     continue
                 rows = sorted(set(chunk.rows))
                 for row in rows:
@@ -746,6 +748,7 @@ class Solver:
                     # Only the chunks on this node (each evicted whole, wherever its pods are).
                     group = potential[row]
                     if not self._feasible_with(group, k):
+                        ssn.decisions.count("filtered", self.action)
                         continue
                     step = self._trial(recorded, group, k)
                     if not step and keep_share and self.policy_rejected:
@@ -842,6 +845,9 @@ def run_evicting_action(
         tasks = tasks_to_allocate(ssn, job)
         if not tasks:
             continue
+        ssn.decisions.count("acted_on", action)
+        if action == "preempt":
+            ssn.decisions.count("preemption_attempts", action)
         if not ssn.check_preemptor(action, job, tasks).ok:
             continue
         scope = signature_scope(job)
@@ -859,6 +865,7 @@ def run_evicting_action(
         )
         outcome = solver.solve()
         if outcome.ok:
+            ssn.decisions.count("scheduled", action)
             ssn.fit_errors.pop(job.key, None)
             if not had_allocated and any(t.status is PodStatus.ALLOCATED for t in job.pods):
                 ssn.decisions.last_start[job.key] = ssn.now

@@ -86,10 +86,17 @@ def _describe(kind: str, obj: dict[str, Any]) -> str:
 class SnapshotBuilder:
     """Collects objects by kind, then builds the snapshot in dependency order."""
 
-    def __init__(self, now: float, scheduler_name: str = keys.SCHEDULER_NAME, storage_listed: bool = False) -> None:
+    def __init__(
+        self,
+        now: float,
+        scheduler_name: str = keys.SCHEDULER_NAME,
+        storage_listed: bool = False,
+        queue_label_key: str = keys.QUEUE_LABEL,
+    ) -> None:
         self.now = now
         self.scheduler_name = scheduler_name
         self.storage_listed = storage_listed
+        self.queue_label_key = queue_label_key  # KAI's --queue-label-key: names a lone pod's queue
         self.problems: list[Problem] = []
         self.warnings: list[str] = []
         self.by_kind: dict[str, list[dict[str, Any]]] = {
@@ -498,8 +505,8 @@ class SnapshotBuilder:
                 )
                 return
         else:
-            queue = pod.labels.get(keys.QUEUE_LABEL) or keys.DEFAULT_QUEUE
-            if not self._check_queue("Pod", obj, f"metadata.labels[{keys.QUEUE_LABEL}]", queue, queues):
+            queue = pod.labels.get(self.queue_label_key) or keys.DEFAULT_QUEUE
+            if not self._check_queue("Pod", obj, f"metadata.labels[{self.queue_label_key}]", queue, queues):
                 return
             class_name = pod.labels.get(keys.PRIORITY_CLASS_LABEL) or pod.priority_class_name
             priority = self._priority(class_name)
@@ -973,10 +980,11 @@ def build_snapshot(
     now: float,
     scheduler_name: str = keys.SCHEDULER_NAME,
     storage_listed: bool = False,
+    queue_label_key: str = keys.QUEUE_LABEL,
 ) -> BuildResult:
     """`storage_listed`: the objects include every PersistentVolumeClaim there is (a snapshot file);
     False for a source that does not read volumes, where claims are then not checked."""
-    builder = SnapshotBuilder(now, scheduler_name, storage_listed)
+    builder = SnapshotBuilder(now, scheduler_name, storage_listed, queue_label_key)
     collecting = gc.isenabled()
     gc.disable()  # tens of thousands of new objects, none cyclic: spare the collector's rescans
     try:

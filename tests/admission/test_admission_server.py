@@ -62,3 +62,33 @@ def test_mounted_certificates_are_reused(tmp_path: Path) -> None:
     second = ensure_certificates(tmp_path)
     assert first.generated and not second.generated
     assert second.ca_bundle == first.ca_bundle
+
+
+def test_generated_certificates_go_into_a_private_folder(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    folder = tmp_path / "certs"
+    folder.mkdir(mode=0o777)
+    os.chmod(folder, 0o777)
+    planted = tmp_path / "elsewhere"
+    planted.write_text("not a key")
+    (folder / "tls.key").symlink_to(planted)  # a symlink where the key goes: replaced, its target untouched
+    certs = ensure_certificates(folder)
+    assert certs.generated
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert not (folder / "tls.key").is_symlink()
+    assert stat.S_IMODE((folder / "tls.key").stat().st_mode) == 0o600
+    assert planted.read_text() == "not a key"
+
+
+def test_a_symlinked_certificate_folder_is_refused(tmp_path: Path) -> None:
+    import pytest
+
+    real = tmp_path / "real"
+    real.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    with pytest.raises(OSError, match="symlink"):
+        ensure_certificates(link)
+    assert list(real.iterdir()) == []

@@ -78,6 +78,8 @@ def kai_run(kubeconfig: Path, scheduler_name: str, *args: str, log: Path | None 
             "--listen-address",
             "127.0.0.1:0",
             "--fake-gpu-uuids",
+            "--leader-elect",
+            "--qps=-1",
             *args,
         ],
         stdout=out,

@@ -4,6 +4,7 @@ service accounts (impersonated) and schedule a gang, a fractional pod and a why-
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -58,6 +59,15 @@ KINDS = {
     ),
     ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"): Resource(
         "MutatingWebhookConfiguration", "admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations", False
+    ),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy"): Resource(
+        "ValidatingAdmissionPolicy", "admissionregistration.k8s.io/v1", "validatingadmissionpolicies", False
+    ),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding"): Resource(
+        "ValidatingAdmissionPolicyBinding",
+        "admissionregistration.k8s.io/v1",
+        "validatingadmissionpolicybindings",
+        False,
     ),
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): Resource(
         "CustomResourceDefinition", "apiextensions.k8s.io/v1", "customresourcedefinitions", False
@@ -178,7 +188,15 @@ def test_the_chart_roles_are_enough_for_the_scheduler_and_the_binder(
     admin = Kube.from_kubeconfig(str(live_cluster.kubeconfig))
     for name in (RELEASE_NS, RESERVATION_NAMESPACE):
         _namespace(admin, name)
-    rbac_kinds = {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ServiceAccount"}
+    rbac_kinds = {
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "ServiceAccount",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    }
     for doc in render(helm):
         if doc["kind"] in rbac_kinds:
             apply(admin, doc, dry_run=False)
@@ -224,3 +242,80 @@ def test_the_chart_roles_are_enough_for_the_scheduler_and_the_binder(
     finally:
         cleanup(admin, namespace, [q])
         admin.delete(PODS.path(RESERVATION_NAMESPACE), query={"gracePeriodSeconds": 0})
+
+
+def test_the_chart_s_defaults_are_secure(helm: Path) -> None:
+    docs = render(helm)
+    deployments = [d for d in docs if d["kind"] == "Deployment"]
+    assert {d["metadata"]["name"] for d in deployments} == {
+        "kai-scheduler",
+        "kai-binder",
+        "kai-podgrouper",
+        "kai-admission",
+    }
+    for d in deployments:
+        spec = d["spec"]["template"]["spec"]
+        assert spec["securityContext"]["runAsNonRoot"] is True, d["metadata"]["name"]
+        assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        for container in spec["containers"]:
+            sc = container["securityContext"]
+            assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False
+            assert sc["capabilities"]["drop"] == ["ALL"]
+            assert not any("snapshot" in a for a in container["args"])  # /snapshot is not served
+    roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ClusterRole"}
+    for rule in roles["kai-podgrouper"]["rules"]:
+        assert "*" not in rule["resources"], rule
+    binder_configmaps = [r for r in roles["kai-binder"]["rules"] if "configmaps" in r["resources"]]
+    assert all(set(r["verbs"]) <= {"create", "patch"} for r in binder_configmaps)
+    policy = next(d for d in docs if d["kind"] == "ValidatingAdmissionPolicy")
+    assert policy["metadata"]["name"] == "kai-binder-configmaps"
+    assert f"system:serviceaccount:{RELEASE_NS}:kai-binder" in policy["spec"]["matchConditions"][0]["expression"]
+
+
+def test_the_binder_may_write_only_pod_owned_configmaps(helm: Path, live_cluster: LiveCluster, namespace: str) -> None:
+    """RBAC cannot name the binder's GPU-sharing ConfigMaps; the chart's admission policy confines its
+    ConfigMap writes to ones a pod owns, and the binder itself never rewrites one its pod does not own."""
+    from kai.cluster.binder import Binder, BindError
+    from kai.cluster.cache import BINDER_KINDS, ClusterCache
+    from kai.cluster.kube import CONFIGMAPS
+
+    admin = Kube.from_kubeconfig(str(live_cluster.kubeconfig))
+    _namespace(admin, RELEASE_NS)
+    for doc in render(helm):
+        if doc["kind"] in ("ClusterRole", "ClusterRoleBinding", "ServiceAccount") or doc["kind"].startswith(
+            "ValidatingAdmissionPolicy"
+        ):
+            apply(admin, doc, dry_run=False)
+    as_binder = _as(live_cluster, "kai-binder")
+    owner_pod = create(admin, pod("owner", namespace, "nobody"))
+    owned = [{"apiVersion": "v1", "kind": "Pod", "name": "owner", "uid": owner_pod["metadata"]["uid"]}]
+    admin.post(CONFIGMAPS.path(namespace), {"metadata": {"name": "users-own"}, "data": {"k": "v"}})
+
+    def denied() -> bool:
+        try:
+            as_binder.patch(CONFIGMAPS.path(namespace, "users-own"), {"data": {"k": "clobbered"}})
+        except ApiError as err:
+            return err.status in (403, 422)
+        return False
+
+    try:
+        wait("the policy to take effect", denied, timeout=30, interval=0.5)
+        assert admin.get(CONFIGMAPS.path(namespace, "users-own"))["data"] == {"k": "v"}
+        with pytest.raises(ApiError):  # a ConfigMap no pod owns cannot be created either
+            as_binder.post(CONFIGMAPS.path(namespace), {"metadata": {"name": "loose"}, "data": {}})
+        body = {"metadata": {"name": "owner-shared-gpu-0", "ownerReferences": owned}, "data": {"A": "1"}}
+        as_binder.post(CONFIGMAPS.path(namespace), body)
+        as_binder.patch(CONFIGMAPS.path(namespace, "owner-shared-gpu-0"), {"data": {"A": "2"}})
+        with pytest.raises(ApiError):  # nor may it take a ConfigMap away from its pod
+            as_binder.patch(CONFIGMAPS.path(namespace, "owner-shared-gpu-0"), {"metadata": {"ownerReferences": None}})
+        binder = Binder(admin, ClusterCache(admin, BINDER_KINDS))  # not started: only its ConfigMap write is used
+        with pytest.raises(BindError, match="not this pod's"):
+            binder._update_own_configmap(owner_pod["metadata"], "users-own", {"A": "3"})
+        assert admin.get(CONFIGMAPS.path(namespace, "users-own"))["data"] == {"k": "v"}
+        binder._update_own_configmap(owner_pod["metadata"], "owner-shared-gpu-0", {"A": "3"})
+        assert admin.get(CONFIGMAPS.path(namespace, "owner-shared-gpu-0"))["data"] == {"A": "3"}
+    finally:
+        cleanup(admin, namespace)
+        for name in ("users-own", "owner-shared-gpu-0"):
+            with contextlib.suppress(ApiError):
+                admin.delete(CONFIGMAPS.path(namespace, name))

@@ -58,6 +58,7 @@ def test_one_leader_acts_and_a_standby_takes_over(live_cluster: LiveCluster, nam
     config = tmp_path / "config.yaml"
     config.write_text(f"schedulerParams:\n  schedulerName: {name}\n")
     ports = [free_port(), free_port()]
+    snapshot_ports = [free_port(), free_port()]
     procs = [
         subprocess.Popen(
             [
@@ -77,12 +78,15 @@ def test_one_leader_acts_and_a_standby_takes_over(live_cluster: LiveCluster, nam
                 namespace,
                 "--schedule-period",
                 "0.2s",
+                "--leader-elect",
+                "--snapshot-port",
+                str(snapshot),
             ],
             stdout=(tmp_path / f"run-{port}.log").open("wb"),
             stderr=subprocess.STDOUT,
             cwd=REPO,
         )
-        for port in ports
+        for port, snapshot in zip(ports, snapshot_ports, strict=True)
     ]
     try:
         wait("both processes ready", lambda: all(_get(p, "/readyz")[0] == 200 for p in ports), timeout=30)
@@ -108,10 +112,11 @@ def test_one_leader_acts_and_a_standby_takes_over(live_cluster: LiveCluster, nam
             "kai_queue_gpu_usage",
             "kai_task_scheduling_latency_milliseconds_bucket",
             "kai_task_bind_latency_milliseconds_bucket",
-            "kai_podgroups_scheduled_by_action_total",
+            'kai_podgroups_scheduled_by_action{action="allocate"}',
         ):
             assert metric in texts[leader], metric
-        code, body = _get(leader, "/snapshot")
+        assert _get(leader, "/snapshot")[0] == 404  # not on the metrics port: only on its own loopback port
+        code, body = _get(snapshot_ports[ports.index(leader)], "/snapshot")
         assert code == 200 and json.loads(body)["kind"] == "List"
         holder = kube.get(LEASES.path(namespace, "kai-scheduler"))["spec"]["holderIdentity"]
         victim = procs[ports.index(leader)]
