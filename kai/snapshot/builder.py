@@ -979,6 +979,7 @@ def build_snapshot(
     objects: Iterable[dict[str, Any]],
     now: float,
     scheduler_name: str = keys.SCHEDULER_NAME,
+    *,
     storage_listed: bool = False,
     queue_label_key: str = keys.QUEUE_LABEL,
 ) -> BuildResult:

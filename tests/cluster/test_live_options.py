@@ -84,7 +84,7 @@ def test_the_queue_label_key_names_a_lone_pod_s_queue() -> None:
     }
     lone = pod("p", labels={"example.com/team": "team", "kai.scheduler/queue": "missing"})
     lone["spec"] = {"schedulerName": "kai-scheduler", "containers": [{"name": "c"}]}
-    custom = build_snapshot([queue, lone], 0.0, "kai-scheduler", "example.com/team")
+    custom = build_snapshot([queue, lone], 0.0, "kai-scheduler", queue_label_key="example.com/team")
     assert not custom.problems
     assert [pg.queue for pg in custom.snapshot.podgroups.values()] == ["team"]
     default = build_snapshot([queue, lone], 0.0, "kai-scheduler")
