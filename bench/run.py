@@ -1,5 +1,6 @@
 """`make bench`: build synthetic snapshots (S, M, L), run one full scheduling cycle on each, and print
-snapshot-build time, time per action, total cycle time and peak memory."""
+snapshot-build time, time per action, total cycle time and peak memory. Every time is shown as wall
+time and as this process's CPU time (the machines are shared: CPU time is what to compare)."""
 
 from __future__ import annotations
 
@@ -25,28 +26,28 @@ def measure(name: str, spec: dict, repeat: int) -> dict[str, float]:
     objects = cluster(spec)
     gc.collect()
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     result = build_snapshot(objects, now=1_767_225_600.0)
-    build = time.perf_counter() - t0
+    build, build_cpu = time.perf_counter() - t0, time.process_time() - c0
     gc.collect()
     gc.freeze()  # the snapshot lives on: keep the collector off it (the cycle pauses the collector itself)
     assert not result.problems, result.problems[:3]
-    timings: dict[str, float] = {}
-    best_total = float("inf")
+    timings: dict[str, tuple[float, float]] = {}
+    best_total, best_cpu = float("inf"), float("inf")
     decisions = None
     for _ in range(repeat):
-        step_times: dict[str, float] = {}
+        step_times: dict[str, tuple[float, float]] = {}
 
         def timed(step: str, fn, step_times=step_times) -> None:
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             fn()
-            step_times[step] = time.perf_counter() - start
+            step_times[step] = (time.perf_counter() - start, time.process_time() - cpu)
 
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         decisions = run_cycle(result.snapshot, SchedulerConfig(), timed)
-        total = time.perf_counter() - start
-        if total < best_total:
-            best_total, timings = total, step_times
+        total, total_cpu = time.perf_counter() - start, time.process_time() - cpu
+        if total_cpu < best_cpu:
+            best_total, best_cpu, timings = total, total_cpu, step_times
     assert decisions is not None
     pending = sum(1 for pg in result.snapshot.podgroups.values() for p in pg.pods if p.status.value == "Pending")
     print(
@@ -54,11 +55,15 @@ def measure(name: str, spec: dict, repeat: int) -> dict[str, float]:
         f"{sum(len(list(pg.pods)) for pg in result.snapshot.podgroups.values())} pods "
         f"({pending} pending in {sum(1 for pg in result.snapshot.podgroups.values() if pg.has_pending())} jobs)"
     )
-    print(f"   snapshot build      {build:8.3f} s")
-    for step, seconds in timings.items():
-        print(f"   {step:<19} {seconds:8.3f} s")
-    verdict = "ok" if best_total <= spec["budget_seconds"] else "OVER BUDGET"
-    print(f"   cycle total         {best_total:8.3f} s   (budget {spec['budget_seconds']} s: {verdict})")
+    print(f"   {'':<19} {'wall':>8}   {'CPU':>8}")
+    print(f"   snapshot build      {build:8.3f} s {build_cpu:8.3f} s")
+    for step, (seconds, cpu_seconds) in timings.items():
+        print(f"   {step:<19} {seconds:8.3f} s {cpu_seconds:8.3f} s")
+    verdict = "ok" if best_cpu <= spec["budget_seconds"] else "OVER BUDGET"
+    print(
+        f"   cycle total         {best_total:8.3f} s {best_cpu:8.3f} s   "
+        f"(budget {spec['budget_seconds']} s of CPU: {verdict})"
+    )
     print(
         f"   bound {len(decisions.bindings)}, pipelined {len(decisions.pipelined)}, evicted {len(decisions.evictions)}"
     )
@@ -67,17 +72,17 @@ def measure(name: str, spec: dict, repeat: int) -> dict[str, float]:
         f"   peak memory         {rss / 1024:8.0f} MiB max RSS of the process "
         f"(+{(rss - rss_before) / 1024:.0f} MiB for this size)"
     )
-    return {"build": build, "cycle": best_total}
+    return {"build": build, "cycle": best_total, "build_cpu": build_cpu, "cycle_cpu": best_cpu}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
         "--sizes",
-        default="S,M,M-fractions,L,M-reclaim,M-preempt,M-topology",
+        default="S,M,M-fractions,L,M-reclaim,M-preempt,M-reclaim-scattered,M-topology",
         help="comma-separated sizes from scenarios.yaml",
     )
-    parser.add_argument("--repeat", type=int, default=3, help="cycles per size; the fastest is reported")
+    parser.add_argument("--repeat", type=int, default=3, help="cycles per size; the one with least CPU is reported")
     args = parser.parse_args()
     specs = yaml.safe_load((Path(__file__).parent / "scenarios.yaml").read_text())["sizes"]
     for name in args.sizes.split(","):
