@@ -230,6 +230,18 @@ class PodAffinityState:
         return np.array(rows, dtype=np.int64)
 
     # -- filters ----------------------------------------------------------------------------------
+    def _held_domains(
+        self, term: PodAffinityTerm, held: dict[int, int], pod: PodInfo
+    ) -> tuple[Domains, np.ndarray] | None:
+        """The topology domains (of the term's key) of the nodes where pods holding `term` sit, one entry
+        per holder; None when no holder sits on a node that has the key."""
+        if not held:
+            return None
+        domains = self.domains(term.topology_key)
+        doms = domains.of_node[self._rows(held, pod)]
+        doms = doms[doms >= 0]
+        return (domains, doms) if doms.size else None
+
     def masks(self, pod: PodInfo) -> _Masks:
         self.placed.flush()
         cached = self._masks.get(id(pod))
@@ -276,14 +288,10 @@ class PodAffinityState:
             ]
         blocked: np.ndarray | None = None
         for term, held in matching:
-            if not held:
+            found = self._held_domains(term, held, pod)
+            if found is None:
                 continue
-            rows = self._rows(held, pod)
-            domains = self.domains(term.topology_key)
-            doms = domains.of_node[rows]
-            doms = doms[doms >= 0]
-            if not doms.size:
-                continue
+            domains, doms = found
             forbidden = np.zeros(domains.count + 1, dtype=bool)
             forbidden[doms] = True
             hit = forbidden[domains.of_node]
@@ -315,14 +323,10 @@ class PodAffinityState:
                     if self.term_matches(holder[0], sig)
                 ]
             for (term, weight), held in matching:
-                if not held:
+                found = self._held_domains(term, held, pod)
+                if found is None:
                     continue
-                rows = self._rows(held, pod)
-                domains = self.domains(term.topology_key)
-                doms = domains.of_node[rows]
-                doms = doms[doms >= 0]
-                if not doms.size:
-                    continue
+                domains, doms = found
                 per_domain = np.zeros(domains.count + 1)
                 np.add.at(per_domain, doms, weight)
                 total += per_domain[domains.of_node]
