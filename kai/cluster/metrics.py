@@ -185,25 +185,16 @@ class Metrics:
             for res in ("cpu", "memory", "gpu")
         }
         # -- KAI's queue controller (from Queue status, see kai/cluster/status.py) --
-        self.queue_info = Gauge("queue_info", "Queue info", ["queue_name"], namespace=ns, registry=s)
-        self.queue_deserved_gpus = Gauge(
-            "queue_deserved_gpus", "Queue deserved GPUs", ["queue_name"], namespace=ns, registry=s
-        )
-        self.queue_quota_cpu = Gauge(
-            "queue_quota_cpu_cores", "Queue quota CPU cores", ["queue_name"], namespace=ns, registry=s
-        )
-        self.queue_quota_memory = Gauge(
-            "queue_quota_memory_bytes", "Queue quota memory bytes", ["queue_name"], namespace=ns, registry=s
-        )
-        self.queue_allocated_gpus = Gauge(
-            "queue_allocated_gpus", "Queue allocated GPUs", ["queue_name"], namespace=ns, registry=s
-        )
-        self.queue_allocated_cpu = Gauge(
-            "queue_allocated_cpu_cores", "Queue allocated CPU cores", ["queue_name"], namespace=ns, registry=s
-        )
-        self.queue_allocated_memory = Gauge(
-            "queue_allocated_memory_bytes", "Queue allocated memory bytes", ["queue_name"], namespace=ns, registry=s
-        )
+        def queue_gauge(name: str, text: str) -> Gauge:
+            return Gauge(name, text, ["queue_name"], namespace=ns, registry=s)
+
+        self.queue_info = queue_gauge("queue_info", "Queue info")
+        self.queue_deserved_gpus = queue_gauge("queue_deserved_gpus", "Queue deserved GPUs")
+        self.queue_quota_cpu = queue_gauge("queue_quota_cpu_cores", "Queue quota CPU cores")
+        self.queue_quota_memory = queue_gauge("queue_quota_memory_bytes", "Queue quota memory bytes")
+        self.queue_allocated_gpus = queue_gauge("queue_allocated_gpus", "Queue allocated GPUs")
+        self.queue_allocated_cpu = queue_gauge("queue_allocated_cpu_cores", "Queue allocated CPU cores")
+        self.queue_allocated_memory = queue_gauge("queue_allocated_memory_bytes", "Queue allocated memory bytes")
         # -- kai's own, beside the scheduler's --
         self.cycle_seconds = Histogram(
             "e2e_scheduling_latency_seconds",
