@@ -81,10 +81,18 @@ def find_node(
 
 def explain_no_node(ssn: Session, task: PodInfo, subset: NodeSubset | None = None) -> str:
     """Why no node fits, summarised as counts per reason (as kube-scheduler does)."""
-    nodes = ssn.nodes
-    total = len(nodes)
+    total = len(ssn.nodes)
     if not total:
         return "0 nodes are available: the cluster has no nodes."
+    reasons = no_node_reasons(ssn, task, subset)
+    parts = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items(), key=lambda r: (-r[1], r[0])))
+    return f"0/{total} nodes are available: {parts}." if parts else f"0/{total} nodes are available."
+
+
+def no_node_reasons(ssn: Session, task: PodInfo, subset: NodeSubset | None = None) -> Counter[str]:
+    """Per reason, how many nodes it rules out for the task (each node counted once, at its first reason)."""
+    nodes = ssn.nodes
+    total = len(nodes)
     reasons: Counter[str] = Counter()
     remaining = np.ones(total, dtype=bool)
     unusable = remaining & ~nodes.usable
@@ -118,8 +126,7 @@ def explain_no_node(ssn: Session, task: PodInfo, subset: NodeSubset | None = Non
         if short.any():
             what = "GPU memory" if task.gpu.memory_mib else "GPU"
             reasons[f"node(s) had no {what} with room for the shared request"] += int(short.sum())
-    parts = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items(), key=lambda r: (-r[1], r[0])))
-    return f"0/{total} nodes are available: {parts}." if parts else f"0/{total} nodes are available."
+    return reasons
 
 
 def place_tasks(
@@ -177,6 +184,7 @@ def _place_set(
             first.code,
             first.reason,
             f"None of the {len(candidates)} candidate node sets could host the pods; in the first: {first.message}",
+            first.cause,
         )
     return first
 
