@@ -359,7 +359,9 @@ def _fair_share_cause(ssn: Session, job: PodGroupInfo) -> Cause | None:
 
 def note_action_failure(ssn: Session, action: str, job: PodGroupInfo, why: str) -> None:
     """An evicting action found no acceptable victims for the job (`why`: the last rule that refused)."""
-    code = "DisruptionBudget" if "disruption budget" in why else ("ReclaimRules" if action == "reclaim" else "NoVictims")
+    code = "ReclaimRules" if action == "reclaim" else "NoVictims"
+    if "disruption budget" in why:
+        code = "DisruptionBudget"
     text = f"{action} found no set of victims that makes room" + (f": {why}" if why else "") + "."
     remedy = {
         "ReclaimRules": "waits until other queues use more than their fair share, or for idle GPUs",
