@@ -166,7 +166,8 @@ def render(report: dict[str, Any], console: Console) -> None:
         if live:
             for cond in live.get("schedulingConditions") or []:
                 reasons = ", ".join(r.get("reason", "") for r in cond.get("reasons") or [])
-                console.print(escape(f"  the scheduler wrote: {cond.get('type')} [{reasons}] {cond.get('message', '')}"))
+                wrote = f"  the scheduler wrote: {cond.get('type')} [{reasons}] {cond.get('message', '')}"
+                console.print(escape(wrote))
         console.print()
     for warning in report.get("warnings") or []:
         console.print(f"[yellow]warning:[/] {escape(warning)}")
