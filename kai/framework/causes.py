@@ -56,14 +56,14 @@ RANKS: dict[str, int] = {
     "OverFairShare": 7,
     "MinRuntime": 8,
     "DisruptionBudget": 9,
-    "ReclaimRules": 10,
-    "NoVictims": 11,
     "Topology": 12,
     "Fragmentation": 13,
     "GangShort": 14,
-    "StaleJob": 15,
-    "NotReady": 16,
-    "Pipelined": 17,
+    "ReclaimRules": 15,
+    "NoVictims": 15,
+    "StaleJob": 16,
+    "NotReady": 17,
+    "Pipelined": 18,
 }
 # Codes that mean the job cannot run as it is, whatever other jobs do.
 BLOCKING = frozenset(code for code, rank in RANKS.items() if 1 <= rank <= 6)
@@ -109,7 +109,7 @@ class Cause:
 
     @property
     def rank(self) -> int:
-        return RANKS.get(self.code, 11)
+        return RANKS.get(self.code, 15)
 
     @property
     def kai_reason(self) -> str:
@@ -340,8 +340,8 @@ def _fair_share_cause(ssn: Session, job: PodGroupInfo) -> Cause | None:
     if figures is None:
         return None
     share, allocated, want = figures.fair_share["gpu"], figures.allocated["gpu"], figures.job_requested["gpu"]
-    if want <= EPS or allocated + want <= share + 1e-6:
-        return None
+    if want <= EPS or allocated + want <= share + 1e-6 or _held_elsewhere(ssn, job.queue) <= EPS:
+        return None  # within its share, or nothing any other queue holds that a reclaim could take
     room = max(share - allocated, 0.0)
     remedy = (
         f"ask for at most {gpus(room)}" if room > EPS else f"waits for queue {job.queue}'s running jobs to finish"
@@ -410,6 +410,29 @@ def _merge_min_runtime(notes: list[Cause], free_gpus: float, need_gpus: float) -
         f"waits for job {first}'s min-runtime until {format_time(victims[first])}",
         {"victims": {k: format_time(v) for k, v in sorted(victims.items())}, "gpus": held},
     )
+
+
+def _held_elsewhere(ssn: Session, queue: str) -> float:
+    """GPUs the queues outside `queue`'s own top-level queue held when the session opened."""
+    reports = ssn.decisions.queues
+    path = ssn.queue_path(queue)
+    own = path[-1].name if path else queue
+    return sum(
+        r.allocated.get("gpu", 0.0)
+        for name, r in reports.items()
+        if name != own and (q := ssn.queues.get(name)) is not None and not q.parent
+    ) + _held_in_siblings(ssn, path)
+
+
+def _held_in_siblings(ssn: Session, path: list[Any]) -> float:
+    """GPUs held by the sibling subtrees along the queue's path (reclaim between siblings of a parent)."""
+    reports = ssn.decisions.queues
+    total = 0.0
+    for child, parent in zip(path, path[1:], strict=False):
+        for name in parent.children:
+            if name != child.name and name in reports:
+                total += reports[name].allocated.get("gpu", 0.0)
+    return total
 
 
 def explain_job(ssn: Session, job: PodGroupInfo, fit_status: Any, reason: str, message: str) -> list[Cause]:
