@@ -21,6 +21,7 @@ the job's own state (not ready, pipelined) come last. Ties keep the order causes
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
 from collections.abc import Iterable
@@ -428,7 +429,7 @@ def _held_in_siblings(ssn: Session, path: list[Any]) -> float:
     """GPUs held by the sibling subtrees along the queue's path (reclaim between siblings of a parent)."""
     reports = ssn.decisions.queues
     total = 0.0
-    for child, parent in zip(path, path[1:], strict=False):
+    for child, parent in itertools.pairwise(path):
         for name in parent.children:
             if name != child.name and name in reports:
                 total += reports[name].allocated.get("gpu", 0.0)

@@ -365,9 +365,11 @@ class ProportionPlugin:
             )
             room = max(float(attrs.limit[col] - attrs.allocated[col]), 0.0)
             remedy = (
-                f"ask for at most {_fmt(col, room)}, or wait until queue {attrs.queue.name}'s jobs free "
-                f"{_fmt(col, attrs.allocated[col] + request[col] - attrs.limit[col])}"
+                f"waits until queue {attrs.queue.name}'s jobs free "
+                f"{_fmt(col, attrs.allocated[col] + request[col] - attrs.limit[col])}, or a higher limit"
             )
+            if room > 1e-9:
+                remedy = f"ask for at most {_fmt(col, room)}, or {remedy}"
             cause = self._cause("OverLimit", message, remedy, attrs, job, col, request)
             return unschedulable("OverLimit", message, cause)
         over = None if job.preemptible else _first_over(path, request, "deserved", "allocated_np")
@@ -380,7 +382,7 @@ class ProportionPlugin:
                 f"Only preemptible jobs may go over quota."
             )
             room = max(float(attrs.deserved[col] - attrs.allocated_np[col]), 0.0)
-            remedy = f"make the job preemptible, or ask for at most {_fmt(col, room)}"
+            remedy = "make the job preemptible" + (f", or ask for at most {_fmt(col, room)}" if room > 1e-9 else "")
             cause = self._cause("NonPreemptibleOverQuota", message, remedy, attrs, job, col, request)
             return unschedulable("NonPreemptibleOverQuota", message, cause)
         return SUCCESS
