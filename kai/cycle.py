@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable
+from typing import Any
 
 import kai.actions
 import kai.plugins
@@ -61,7 +62,9 @@ def open_session(
     return ssn, warnings
 
 
-def job_outcome(ssn: Session, job: PodGroupInfo, evicted: list[Cause] | None = None) -> JobOutcome:
+def job_outcome(
+    ssn: Session, job: PodGroupInfo, evicted: list[Cause] | None = None, cache: dict[Any, Any] | None = None
+) -> JobOutcome:
     fit = ssn.fit_errors.get(job.key)
     message, reason = (fit.message, fit.reason) if fit else ("", "")
     status = job.phase()
@@ -80,7 +83,7 @@ def job_outcome(ssn: Session, job: PodGroupInfo, evicted: list[Cause] | None = N
             message, reason = gang_not_ready_message(job), "NotReady"
     outcome = JobOutcome(job.queue, status, message, reason)
     if evicted or message or (status in ("Pending", "Gated") and job.has_pending()):
-        outcome.causes = [*(evicted or []), *explain_job(ssn, job, fit, reason, message)]
+        outcome.causes = [*(evicted or []), *explain_job(ssn, job, fit, reason, message, cache)]
     return outcome
 
 
@@ -88,8 +91,9 @@ def close_session(ssn: Session) -> Decisions:
     for fn in ssn.hooks.on_close:
         fn(ssn)
     evicted = eviction_causes(ssn)
+    cache: dict[Any, Any] = {}
     for key, job in ssn.jobs.items():
-        ssn.decisions.jobs[key] = job_outcome(ssn, job, evicted.get(key))
+        ssn.decisions.jobs[key] = job_outcome(ssn, job, evicted.get(key), cache)
     return ssn.decisions
 
 

@@ -333,7 +333,7 @@ def _placement_causes(ssn: Session, job: PodGroupInfo, tasks: list[PodInfo], fit
     return out
 
 
-def _fair_share_cause(ssn: Session, job: PodGroupInfo) -> Cause | None:
+def _fair_share_cause(ssn: Session, job: PodGroupInfo, cache: dict[Any, Any]) -> Cause | None:
     accounting = ssn.accounting
     if accounting is None:
         return None
@@ -341,7 +341,12 @@ def _fair_share_cause(ssn: Session, job: PodGroupInfo) -> Cause | None:
     if figures is None:
         return None
     share, allocated, want = figures.fair_share["gpu"], figures.allocated["gpu"], figures.job_requested["gpu"]
-    if want <= EPS or allocated + want <= share + 1e-6 or _held_elsewhere(ssn, job.queue) <= EPS:
+    if want <= EPS or allocated + want <= share + 1e-6:
+        return None
+    held = cache.get(("held", job.queue))
+    if held is None:
+        held = cache[("held", job.queue)] = _held_elsewhere(ssn, job.queue)
+    if held <= EPS:
         return None  # within its share, or nothing any other queue holds that a reclaim could take
     room = max(share - allocated, 0.0)
     remedy = (
@@ -436,9 +441,15 @@ def _held_in_siblings(ssn: Session, path: list[Any]) -> float:
     return total
 
 
-def explain_job(ssn: Session, job: PodGroupInfo, fit_status: Any, reason: str, message: str) -> list[Cause]:
-    """The ranked causes of a job that ends the session pending (or was evicted in it)."""
+def explain_job(
+    ssn: Session, job: PodGroupInfo, fit_status: Any, reason: str, message: str, cache: dict[Any, Any] | None = None
+) -> list[Cause]:
+    """The ranked causes of a job that ends the session pending (or was evicted in it). `cache` (one dict
+    for the whole close) shares the node analysis between jobs of the same shape: the state no longer
+    changes once the actions are done."""
     from kai.framework.placement import tasks_to_allocate
+
+    cache = {} if cache is None else cache
 
     causes: list[Cause] = []
     if fit_status is not None and getattr(fit_status, "cause", None) is not None:
@@ -456,11 +467,14 @@ def explain_job(ssn: Session, job: PodGroupInfo, fit_status: Any, reason: str, m
             causes.append(Cause("NotBuilt", use.note, f"{use.kind} {use.name}", "wait for kai to build it", {}))
     if job.has_pending() and reason not in ("NotReady", "Pipelined"):
         tasks = tasks_to_allocate(ssn, job)
-        fit = _fit(ssn, job, tasks)
+        shape = tuple((t.placement_signature, ssn.vector(t).tobytes(), t.gpu) for t in tasks)
+        if shape not in cache:
+            cache[shape] = _fit(ssn, job, tasks)
+        fit = cache[shape]
         if fit is not None:
             placement = _placement_causes(ssn, job, tasks, fit)
             if placement and placement[0].code in ("Fragmentation", "GangShort"):
-                share = _fair_share_cause(ssn, job)
+                share = _fair_share_cause(ssn, job, cache)
                 if share is not None:
                     causes.append(share)
                 gpu = ssn.nodes.gpu_col
