@@ -192,9 +192,7 @@ class StatusUpdater:
                 text = message if explain else ""
                 reasons = condition_reasons(causes, reason, text)
                 self._podgroup(key, pg, raw_pg, decisions, bound, evicted, text, reasons, now)
-        for key, raw_pg in podgroups.items():
-            if key not in snapshot.podgroups:  # refused by the builder: a missing queue is KAI's QueueDoesNotExist
-                self._refused_podgroup(key, raw_pg, queues, now)
+        self._refused_podgroups(snapshot, pods, podgroups, queues, now)
         for name, use in queue_usage(snapshot, decisions).items():
             raw_queue = queues.get(name)
             if raw_queue is None:
@@ -302,11 +300,30 @@ class StatusUpdater:
                 ),
             )
 
-    def _refused_podgroup(self, key: str, raw: dict[str, Any], queues: dict, now: str) -> None:
-        """A PodGroup the cycle left out because its queue does not exist: KAI's QueueDoesNotExist."""
-        queue = str((raw.get("spec") or {}).get("queue") or "")
-        if not queue or queue in queues:
+    def _refused_podgroups(
+        self, snapshot: ClusterSnapshot, pods: dict, podgroups: dict, queues: dict, now: str
+    ) -> None:
+        """PodGroups the cycle left out because their queue does not exist, and that have pods of this
+        scheduler (pods that are not another scheduler's): KAI's QueueDoesNotExist condition."""
+        missing = {}
+        for key, raw in podgroups.items():
+            queue = str((raw.get("spec") or {}).get("queue") or "")
+            if key not in snapshot.podgroups and queue and queue not in queues:
+                missing[key] = raw
+        if not missing:
             return
+        foreign = {p.key for p in snapshot.foreign_pods}
+        ours: set[str] = set()
+        for pod_key, raw_pod in pods.items():
+            meta = raw_pod.get("metadata") or {}
+            group = (meta.get("annotations") or {}).get(keys.POD_GROUP_ANNOTATION)
+            if group and pod_key not in foreign:
+                ours.add(f"{meta.get('namespace')}/{group}")
+        for key in sorted(ours & set(missing)):
+            self._refused_podgroup(key, missing[key], now)
+
+    def _refused_podgroup(self, key: str, raw: dict[str, Any], now: str) -> None:
+        queue = str((raw.get("spec") or {}).get("queue") or "")
         message = f"Queue '{queue}' does not exist: create it, or name an existing leaf queue in spec.queue."
         reasons = [{"reason": "QueueDoesNotExist", "message": message, "details": {"queueDetails": {"name": queue}}}]
         old = (raw.get("status") or {}).get("schedulingConditions") or []
