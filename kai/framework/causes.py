@@ -504,7 +504,10 @@ def eviction_causes(ssn: Session) -> dict[str, list[Cause]]:
         "stalegangeviction": "stale-gang eviction (fewer pods running than its minMember for too long)",
     }
     counts: Counter[tuple[str, str, str]] = Counter()
-    jobs = {p.key: job.key for job in ssn.jobs.values() for p in job.pods}
+    if not ssn.decisions.evictions:
+        return {}
+    evicted = {e.pod for e in ssn.decisions.evictions}
+    jobs = {p.key: job.key for job in ssn.jobs.values() for p in job.pods if p.key in evicted}
     for e in ssn.decisions.evictions:
         counts[(jobs.get(e.pod, ""), e.action, e.by)] += 1
     out: dict[str, list[Cause]] = {}
