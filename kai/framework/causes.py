@@ -275,7 +275,9 @@ def _placement_causes(ssn: Session, job: PodGroupInfo, tasks: list[PodInfo], fit
                 f"Even with every other pod gone, the {fit.passing} node(s) that match hold only "
                 f"{fit.fit_empty} of the {m} pod(s) of {_resource_phrase(ssn, per_task)} the job needs at once.",
                 subject,
-                f"ask for at most {fit.fit_empty} pods of {_resource_phrase(ssn, per_task)}, or add nodes",
+                f"ask for at most {fit.fit_empty} pods of {_resource_phrase(ssn, per_task)}, or add nodes"
+                if fit.fit_empty
+                else "ask for less per pod than the largest matching node has, or add larger nodes",
                 {"pods": m, "fitOnEmptyNodes": fit.fit_empty, "matchingNodes": fit.passing},
             )
         )

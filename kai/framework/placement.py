@@ -233,7 +233,7 @@ def place_in_subset(
     for placed, task in enumerate(tasks):
         status = ssn.pre_predicate(task)
         if not status.ok:
-            return _gang_failure(job, tasks, placed, status.message, status.code)
+            return _gang_failure(job, tasks, placed, status.message, status.code, status.cause)
         placement = find_node(ssn, task, subset=subset)
         if placement is None:
             return _gang_failure(job, tasks, placed, explain_no_node(ssn, task, subset), Code.UNSCHEDULABLE)
@@ -245,7 +245,9 @@ def place_in_subset(
     return Status()
 
 
-def _gang_failure(job: PodGroupInfo, tasks: list[PodInfo], placed: int, why: str, code: Code) -> Status:
+def _gang_failure(
+    job: PodGroupInfo, tasks: list[PodInfo], placed: int, why: str, code: Code, cause: object = None
+) -> Status:
     if len(tasks) > 1:
         message = (
             f"Resources were found for {placed} of the {len(tasks)} pods the gang needs to start; "
@@ -253,7 +255,7 @@ def _gang_failure(job: PodGroupInfo, tasks: list[PodInfo], placed: int, why: str
         )
     else:
         message = f"Pod {tasks[0].key} cannot be placed: {why}"
-    return Status(code, "PodSchedulingErrors", message)
+    return Status(code, "PodSchedulingErrors", message, cause)
 
 
 def tasks_to_allocate(ssn: Session, job: PodGroupInfo) -> list[PodInfo]:
