@@ -47,7 +47,7 @@ def explain(
     if bool(files) == bool(kubeconfig):
         raise fail(["give either -f SNAPSHOT (offline) or --kubeconfig FILE (live)"])
     try:
-        moment = parse_time(now) if now else datetime.now(UTC).timestamp()
+        moment = parse_time(now) if now else (_recorded_now(files or []) or datetime.now(UTC).timestamp())
     except ValueError:
         raise fail([f"--now: {now!r} is not an RFC 3339 time such as 2026-01-01T00:00:00Z"]) from None
     try:
@@ -71,6 +71,24 @@ def explain(
         warn(warning)
     chosen = {**chosen, "warnings": []}
     render(chosen, Console(width=max(Console().width, 120), highlight=False))
+
+
+def _recorded_now(files: list[Path]) -> float | None:
+    """The instant a recorded snapshot was taken (`kai.scheduler/snapshot-time` on the JSON `v1 List` that
+    `kai run --record-snapshot` and `/snapshot` write), so that explaining it replays that very cycle."""
+    from kai.snapshot.reader import read_text
+
+    for path in files:
+        text, problem = read_text(path, f"file {path}")
+        if problem is not None or not text or not text.lstrip().startswith("{"):
+            continue
+        try:
+            data = json.loads(text)
+            stamp = data["metadata"]["annotations"]["kai.scheduler/snapshot-time"]
+            return parse_time(str(stamp))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return None
 
 
 def _offline(files: list[Path], now: float, cfg: Any) -> dict[str, Any]:

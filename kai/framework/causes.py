@@ -466,7 +466,9 @@ def explain_job(
     causes.extend(c for c in notes if c.code != "MinRuntime")
     for use in ssn.snapshot.unsupported:
         if use.name == job.key or any(use.name == p.key for p in job.pods):
-            causes.append(Cause("NotBuilt", use.note, f"{use.kind} {use.name}", "wait for kai to build it", {}))
+            causes.append(
+                Cause("NotBuilt", use.note, f"{use.kind} {use.name}", f"leave out {use.field} (kai has not built it)", {})
+            )
     if job.has_pending() and reason not in ("NotReady", "Pipelined"):
         tasks = tasks_to_allocate(ssn, job)
         shape = tuple((t.placement_signature, ssn.vector(t).tobytes(), t.gpu) for t in tasks)

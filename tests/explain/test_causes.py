@@ -226,3 +226,36 @@ def test_explain_table_and_job_filter(tmp_path: Path) -> None:
     assert missing.returncode == 3 and "not waiting" in missing.stderr
     table = run_cli(["simulate", "-f", str(path), "--now", NOW, "-o", "table"])
     assert table.returncode == 0 and "OverLimit" in table.stdout
+
+
+def test_a_recorded_snapshot_is_explained_at_its_own_instant(tmp_path: Path) -> None:
+    # The live scheduler's record: a JSON v1 List with the cycle's instant; no --now needed.
+    objects = [host("n1"), gq("a", 4, limit=6), *job("big", "a", gpus=8)]
+    recorded = {
+        "apiVersion": "v1",
+        "kind": "List",
+        "metadata": {"annotations": {"kai.scheduler/snapshot-time": "2026-02-03T04:05:06Z"}},
+        "items": objects,
+    }
+    path = tmp_path / "snapshot-000001.yaml"
+    path.write_text(json.dumps(recorded))
+    done = run_cli(["explain", "-f", str(path), "-o", "json"])
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["now"] == "2026-02-03T04:05:06Z"
+    assert report["podGroups"]["ns/big"]["causes"][0]["code"] == "OverLimit"
+
+
+def test_a_pod_group_that_ran_and_lost_its_pods_says_so() -> None:
+    group = podgroup("gone", "a")
+    group["metadata"]["annotations"] = {"kai.scheduler/last-start-timestamp": TEN_MIN_AGO}
+    (first,) = explain([host("n1"), gq("a", 8), group])["ns/gone"]
+    assert first["code"] == "NotReady"
+    assert "it ran before" in first["message"] and "no pods yet" not in first["message"]
+
+
+def test_a_feature_kai_has_not_built_comes_before_placement() -> None:
+    claiming = pod("dra", group="dra", queue="a", gpus=0)
+    claiming["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "gpu-claim"}]
+    causes = explain([host("n1"), gq("a", 8), podgroup("dra", "a"), claiming])["ns/dra"]
+    assert causes[0]["code"] == "NotBuilt" and causes[0]["subject"] == "Pod ns/dra"
