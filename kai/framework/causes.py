@@ -467,7 +467,7 @@ def explain_job(
     for use in ssn.snapshot.unsupported:
         if use.name == job.key or any(use.name == p.key for p in job.pods):
             causes.append(
-                Cause("NotBuilt", use.note, f"{use.kind} {use.name}", f"leave out {use.field} (kai has not built it)", {})
+                Cause("NotBuilt", use.note, f"{use.kind} {use.name}", f"leave out {use.field} (not built in kai)", {})
             )
     if job.has_pending() and reason not in ("NotReady", "Pipelined"):
         tasks = tasks_to_allocate(ssn, job)
