@@ -364,12 +364,10 @@ class ProportionPlugin:
                 f"{_fmt(col, attrs.allocated[col])} in use and this job asks for {_fmt(col, request[col])} more."
             )
             room = max(float(attrs.limit[col] - attrs.allocated[col]), 0.0)
-            remedy = (
-                f"waits until queue {attrs.queue.name}'s jobs free "
-                f"{_fmt(col, attrs.allocated[col] + request[col] - attrs.limit[col])}, or a higher limit"
-            )
+            free = _fmt(col, attrs.allocated[col] + request[col] - attrs.limit[col])
+            remedy = f"wait until queue {attrs.queue.name}'s jobs free {free}, or raise its limit"
             if room > 1e-9:
-                remedy = f"ask for at most {_fmt(col, room)}, or {remedy}"
+                remedy = f"ask for at most {_fmt(col, room)}, or wait until queue {attrs.queue.name}'s jobs free {free}"
             cause = self._cause("OverLimit", message, remedy, attrs, job, col, request)
             return unschedulable("OverLimit", message, cause)
         over = None if job.preemptible else _first_over(path, request, "deserved", "allocated_np")
