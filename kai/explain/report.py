@@ -26,8 +26,10 @@ from kai.snapshot.builder import build_snapshot
 SCHEMA_VERSION = 1
 
 
-def _problem_cause(problem: Problem, objects: dict[str, dict[str, Any]]) -> tuple[str, Cause] | None:
-    """The pod group a refused object stands for, and the cause."""
+def _problem_cause(
+    problem: Problem, objects: dict[str, dict[str, Any]], refused: dict[str, Problem]
+) -> tuple[str, Cause] | None:
+    """The pod group a refused object stands for, and the cause (`refused`: the first problem per object)."""
     kind, _, name = problem.obj.partition(" ")
     if kind not in ("PodGroup", "Pod"):
         return None
@@ -42,6 +44,15 @@ def _problem_cause(problem: Problem, objects: dict[str, dict[str, Any]]) -> tupl
     subject = f"{kind} {name}"
     if "names queue" in problem.message and "does not exist" in problem.message:
         queue = problem.message.split("'")[1] if "'" in problem.message else ""
+        own = refused.get(f"Queue {queue}")
+        if own is not None:  # the queue is there, but was itself refused
+            return group, Cause(
+                "InvalidObject",
+                f"Queue {queue} is left out of the cycle: {own.field}: {own.message}.",
+                f"Queue {queue}",
+                f"fix {own.field} of queue {queue}",
+                {"field": own.field},
+            )
         return group, Cause(
             "QueueDoesNotExist",
             f"{subject}: {problem.field}: {problem.message}.",
@@ -101,9 +112,12 @@ def explain_objects(
             "causes": [c.to_json() for c in outcome.causes],
         }
     by_name = {_describe(o): o for o in objects if isinstance(o, dict)}
+    first_problem: dict[str, Problem] = {}
+    for problem in result.problems:
+        first_problem.setdefault(problem.obj, problem)
     refused: dict[str, list[Cause]] = {}
     for problem in result.problems:
-        found = _problem_cause(problem, by_name)
+        found = _problem_cause(problem, by_name, first_problem)
         if found is not None:
             refused.setdefault(found[0], []).append(found[1])
     for key, causes in refused.items():
@@ -118,7 +132,7 @@ def explain_objects(
         "source": source,
         "now": format_time(now),
         "podGroups": dict(sorted(groups.items())),
-        "warnings": list(snapshot.warnings),
+        "warnings": [*snapshot.warnings, *(f"left out of the cycle: {p}" for p in result.problems)],
     }
 
 

@@ -259,3 +259,12 @@ def test_a_feature_kai_has_not_built_comes_before_placement() -> None:
     claiming["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "gpu-claim"}]
     causes = explain([host("n1"), gq("a", 8), podgroup("dra", "a"), claiming])["ns/dra"]
     assert causes[0]["code"] == "NotBuilt" and causes[0]["subject"] == "Pod ns/dra"
+
+
+def test_a_refused_queue_is_named_with_its_own_problem() -> None:
+    # The queue exists but its quota is not a number: it is left out, and its job says why.
+    bad = gq("a", 8)
+    bad["spec"]["resources"]["gpu"]["quota"] = "lots"
+    causes = explain([host("n1"), bad, *job("j", "a", gpus=1)])["ns/j"]
+    assert causes[0]["code"] == "InvalidObject" and causes[0]["subject"] == "Queue a"
+    assert "quota" in causes[0]["message"]
