@@ -32,6 +32,14 @@ def explain(
     kubeconfig: Annotated[
         Path | None, typer.Option("--kubeconfig", help="Explain on the live cluster of this kubeconfig.")
     ] = None,
+    snapshot_url: Annotated[
+        str | None,
+        typer.Option(
+            "--snapshot-url",
+            help="Explain the live scheduler's last cycle input, from its /snapshot endpoint "
+            "(e.g. http://127.0.0.1:8082/snapshot after a port-forward).",
+        ),
+    ] = None,
     config: Annotated[Path | None, typer.Option("--config", help="Scheduler configuration file.")] = None,
     now: Annotated[str | None, typer.Option("--now", help="RFC 3339 instant of the cycle (offline).")] = None,
     output: Annotated[Output, typer.Option("-o", "--output", help="table or json.")] = Output.table,
@@ -44,8 +52,8 @@ def explain(
         raise fail([f"--job {job!r} and argument {job_arg!r} name two pod groups: give one"])
     if target is not None and target.count("/") != 1:
         raise fail([f"{target!r}: name the pod group as namespace/name"])
-    if bool(files) == bool(kubeconfig):
-        raise fail(["give either -f SNAPSHOT (offline) or --kubeconfig FILE (live)"])
+    if sum(map(bool, (files, kubeconfig, snapshot_url))) != 1:
+        raise fail(["give one of -f SNAPSHOT (offline), --kubeconfig FILE or --snapshot-url URL (live)"])
     try:
         moment = parse_time(now) if now else (_recorded_now(files or []) or datetime.now(UTC).timestamp())
     except ValueError:
@@ -54,6 +62,8 @@ def explain(
         cfg = load_config(read_yaml(config) if config is not None else None, f"config {config}")
         if files:
             report = _offline(files, moment, cfg)
+        elif snapshot_url:
+            report = _from_endpoint(snapshot_url, cfg, parse_time(now) if now else None)
         else:
             assert kubeconfig is not None
             report = _live(kubeconfig, cfg, target)
@@ -103,6 +113,40 @@ def _offline(files: list[Path], now: float, cfg: Any) -> dict[str, Any]:
         raise InvalidInput(problems)
     source = ", ".join(f"file {f}" for f in files)
     return explain_objects(objects, now, cfg, storage_listed=True, source=source)
+
+
+def _from_endpoint(url: str, cfg: Any, now: float | None) -> dict[str, Any]:
+    """The scheduler's own record of its last cycle's input (its `/snapshot` endpoint), at that cycle's instant."""
+    import urllib.error
+    import urllib.request
+
+    from kai.explain.report import explain_objects
+
+    where = f"snapshot endpoint {url}"
+    if not url.startswith(("http://", "https://")):
+        raise InvalidInput([Problem(where, "", "must be an http:// or https:// URL")])
+    try:
+        with urllib.request.urlopen(url, timeout=30) as resp:  # the scheme is checked above
+            data = json.loads(resp.read())
+    except (urllib.error.URLError, OSError) as err:
+        raise InvalidInput([Problem(where, "", f"cannot be read: {err}")]) from None
+    except ValueError as err:
+        raise InvalidInput([Problem(where, "", f"is not JSON: {err}")]) from None
+    items = data.get("items") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        raise InvalidInput([Problem(where, "items", "is not a v1 List of objects")])
+    if now is None:
+        stamp = ((data.get("metadata") or {}).get("annotations") or {}).get("kai.scheduler/snapshot-time")
+        try:
+            now = parse_time(str(stamp)) if stamp else datetime.now(UTC).timestamp()
+        except ValueError:
+            raise InvalidInput([Problem(where, "metadata.annotations", f"bad snapshot time {stamp!r}")]) from None
+    from kai.snapshot.shape import check_shapes
+
+    objects, problems = check_shapes([o for o in items if isinstance(o, dict)])
+    if problems:
+        raise InvalidInput(problems)
+    return explain_objects(objects, now, cfg, source=where)
 
 
 def _live(kubeconfig: Path, cfg: Any, target: str | None) -> dict[str, Any]:

@@ -42,7 +42,7 @@ def test_conditions_and_kai_explain_live(live_cluster: LiveCluster, namespace: s
     create(kube, podgroup("lost", namespace, f"missing-{name}"))
     create(kube, pod("lost-0", namespace, name, group="lost", gpus=1))
     try:
-        with scheduler(kube, name):
+        with scheduler(kube, name, snapshot_listen="127.0.0.1:0") as process:
             (cond,) = wait("the OverLimit condition", lambda: conditions(kube, namespace, "over"))
             assert cond["type"] == "UnschedulableOnNodePool" and cond["reason"] == "Unschedulable"
             first = cond["reasons"][0]
@@ -95,5 +95,19 @@ def test_conditions_and_kai_explain_live(live_cluster: LiveCluster, namespace: s
             )
             assert lost.returncode == 0, lost.stderr
             assert "QueueDoesNotExist" in lost.stdout
+            # The scheduler's own record of its last cycle (its /snapshot endpoint): the same first cause.
+            assert process.snapshot_http is not None
+            url = f"http://127.0.0.1:{process.snapshot_http.port}/snapshot"
+            recorded = subprocess.run(
+                [sys.executable, "-m", "kai.cli", "explain", "--snapshot-url", url, "--config", str(config),
+                 f"{namespace}/over", "-o", "json"],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+            assert recorded.returncode == 0, recorded.stderr
+            replayed = json.loads(recorded.stdout)["podGroups"][f"{namespace}/over"]["causes"][0]
+            assert replayed["code"] == "OverLimit" and replayed["numbers"] == entry["causes"][0]["numbers"]
     finally:
         cleanup(kube, namespace, [q])
