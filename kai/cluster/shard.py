@@ -71,10 +71,14 @@ NOT_READ = {
 }
 
 
+_OBJECT_FIELDS = {"apiVersion", "kind", "metadata", "spec", "status"}
+
+
 def shard_spec(raw: Any) -> Any:
     """The spec of a SchedulingShard object, or `raw` itself when it is a bare spec."""
     if isinstance(raw, dict) and (
-        raw.get("kind") == "SchedulingShard" or ("spec" in raw and set(raw) <= {"apiVersion", "kind", "metadata", "spec"})
+        raw.get("kind") == "SchedulingShard"
+        or ("spec" in raw and set(raw) <= {"apiVersion", "kind", "metadata", "spec"})
     ):
         return raw.get("spec") or {}
     return raw

@@ -61,7 +61,9 @@ def test_spread_drops_consolidation_and_packs_no_shared_gpu() -> None:
     assert names.index("gpuspread") == names.index("nodeplacement") - 1
     assert arguments(config, "nodeplacement") == {"gpu": "spread", "cpu": "binpack"}
     # Consolidation comes back when asked for by name.
-    again, _, _ = shard_config({"placementStrategy": {"cpu": "spread"}, "actions": {"consolidation": {"enabled": True}}})
+    again, _, _ = shard_config(
+        {"placementStrategy": {"cpu": "spread"}, "actions": {"consolidation": {"enabled": True}}}
+    )
     assert again["actions"] == "allocate, consolidation, reclaim, preempt, stalegangeviction"
 
 
