@@ -18,7 +18,7 @@ image-archive`` read it). ``run -- ARGS`` runs ``kai ARGS`` in the image (the te
 Usage::
 
     python3 deploy/image/build.py [--tag T] [--install] [--root DIR] [--archive FILE]
-    python3 deploy/image/build.py run [--root DIR] [--copy SRC:DEST]... -- --version
+    python3 deploy/image/build.py run [--root DIR] [--copy SRC:DEST]... -- --version   # kai's arguments after --
 
 Standard library only: it runs before (and without) the project's virtual environment; pip is
 taken from ``--python`` (the Makefile passes the virtual environment's).
@@ -46,7 +46,7 @@ SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
 PYTHON_VERSION = "3.11"  # bookworm's python3
 GLIBC_MINOR = 36  # bookworm's glibc 2.36: every manylinux_2_{17..36} wheel runs on it
-PACKAGES = ("python3", "ca-certificates")
+PACKAGES = ("python3", "libstdc++6", "ca-certificates")  # numpy's wheels need libstdc++
 # Documentation, manual pages and translations stay out of the image.
 EXCLUDES = ("/usr/share/doc/*", "/usr/share/man/*", "/usr/share/info/*", "/usr/share/locale/*")
 KEEP = ("/usr/share/doc/*/copyright",)  # the licences stay
@@ -242,6 +242,7 @@ def build(tag: str, tool: str, python: str, root: Path | None = None, archive: P
         command = [tool, *_store(tool, root)]
         command += ["bud"] if tool == "buildah" else ["build"]
         command += ["--isolation", "chroot"] if tool == "buildah" else []
+        command += ["--label", f"{SOURCE_LABEL}={source_digest()}"]
         command += [
             "--build-arg",
             f"VERSION={version()}",
@@ -259,67 +260,84 @@ def build(tag: str, tool: str, python: str, root: Path | None = None, archive: P
     return tag
 
 
+SOURCE_LABEL = "dev.kai.source-digest"
+
+
+def source_digest() -> str:
+    """A digest of everything the image is built from (kai's package, its pins, this builder)."""
+    digest = hashlib.sha256(_rootfs_key().encode())
+    inputs = [ROOT / "pyproject.toml", ROOT / "constraints.txt", CONTAINERFILE, Path(__file__).resolve()]
+    files = [*sorted((ROOT / "kai").rglob("*.py")), *inputs]
+    for path in files:
+        digest.update(str(path.relative_to(ROOT)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def built_digest(tag: str, tool: str, root: Path | None = None) -> str:
+    """The source digest of the image `tag` ("" when there is none)."""
+    done = subprocess.run(
+        [tool, *_store(tool, root), "inspect", "--type", "image", "--format", "{{json .}}", tag]
+        if tool == "buildah"
+        else [tool, *_store(tool, root), "image", "inspect", "--format", "{{json .}}", tag],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    if done.returncode != 0:
+        return ""
+    found = re.search(rf'"{re.escape(SOURCE_LABEL)}":\s*"([0-9a-f]+)"', done.stdout)
+    return found.group(1) if found else ""
+
+
 def _same_device(a: Path, b: Path) -> bool:
     return a.stat().st_dev == b.stat().st_dev
 
 
 # -- running kai in the image -----------------------------------------------------------------------
 def run(
-    tag: str, args: list[str], tool: str, root: Path | None = None, copies: tuple[tuple[Path, str], ...] = ()
-) -> subprocess.CompletedProcess[str]:
-    """`kai ARGS` in the image as its user (65532); files in `copies` are placed first.
+    tag: str,
+    commands: list[list[str]],
+    tool: str,
+    root: Path | None = None,
+    copies: tuple[tuple[Path, str], ...] = (),
+) -> list[subprocess.CompletedProcess[str]]:
+    """`kai ARGS` in the image as its user (65532), for each ARGS of `commands`, in one container;
+    files in `copies` are placed first.
 
     buildah: a working container run with chroot isolation (works where the OCI runtime cannot set
-    up namespaces, cgroups or rlimits, as in a container); podman: ``podman run``.
+    up namespaces, cgroups or rlimits, as inside a container); podman: ``podman run``.
     """
     store = _store(tool, root)
     if tool == "podman":
-        volumes = [arg for src, dest in copies for arg in ("-v", f"{src}:{dest}:ro")]
-        return subprocess.run(
-            ["podman", *store, "run", "--rm", "--network", "none", *volumes, tag, *args],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+        volumes = [arg for src, dest in copies for arg in ("-v", f"{Path(src).resolve()}:{dest}:ro")]
+        return [
+            subprocess.run(
+                ["podman", *store, "run", "--rm", "--network", "none", *volumes, tag, *args],
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=False,
+            )
+            for args in commands
+        ]
     container = _run(["buildah", *store, "from", "--pull-never", tag], "buildah from").stdout.strip().splitlines()[-1]
     try:
         for src, dest in copies:
             _run(["buildah", *store, "copy", "--chown", "65532:65532", container, str(src), dest], "buildah copy")
-        return subprocess.run(
-            [
-                "buildah",
-                *store,
-                "run",
-                "--isolation",
-                "chroot",
-                "--network",
-                "none",
-                container,
-                "--",
-                "/usr/local/bin/kai",
-                *args,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+        return [
+            subprocess.run(
+                ["buildah", *store, "run", "--isolation", "chroot", container, "--", "/usr/local/bin/kai", *args],
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=False,
+            )
+            for args in commands
+        ]
     finally:
         subprocess.run(["buildah", *store, "rm", container], capture_output=True, check=False, timeout=120)
-
-
-def image_exists(tag: str, tool: str, root: Path | None = None) -> bool:
-    done = subprocess.run(
-        [tool, *_store(tool, root), "inspect", "--type", "image", tag]
-        if tool == "buildah"
-        else [tool, *_store(tool, root), "image", "exists", tag],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
-    return done.returncode == 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -332,7 +350,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--archive", type=Path, help="Also write the image as an OCI archive here.")
     parser.add_argument("--install", action="store_true", help="apt-get install buildah and mmdebstrap if missing.")
     parser.add_argument("--copy", action="append", default=[], help="run: SRC:DEST placed in the container first.")
-    parser.add_argument("args", nargs="*", help="run: kai's arguments (after --).")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    kai_args: list[str] = []
+    if "--" in argv:  # run: kai's own arguments follow
+        at = argv.index("--")
+        argv, kai_args = argv[:at], argv[at + 1 :]
     options = parser.parse_args(argv)
     try:
         if options.install:
@@ -340,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
         tool = find_tool(options.tool)
         if options.command == "run":
             copies = tuple((Path(c.split(":", 1)[0]), c.split(":", 1)[1]) for c in options.copy)
-            done = run(options.tag, options.args, tool, options.root, copies)
+            (done,) = run(options.tag, [kai_args], tool, options.root, copies)
             sys.stdout.write(done.stdout)
             sys.stderr.write(done.stderr)
             return done.returncode
