@@ -408,24 +408,32 @@ def test_one_scheduler_per_shard(helm: Path) -> None:
     assert {"kai-scheduler-default", "kai-scheduler-gpu-pool"} <= services
 
 
-def _helm_dry_run(helm: Path, live: LiveCluster, namespace: str, *values: str) -> tuple[list[dict[str, Any]], str]:
-    """`helm install --dry-run=server`: the chart's lookups see the live cluster; manifests and NOTES."""
-    args = [str(helm), "install", "kai", str(CHART), "--namespace", namespace, "--dry-run=server"]
+def _render_live(helm: Path, live: LiveCluster, namespace: str, tmp: Path) -> tuple[list[dict[str, Any]], str]:
+    """`helm template --dry-run=server`: the chart's lookups see the live cluster (as at install). NOTES
+    are rendered too, from a copy of the chart where NOTES.txt is an ordinary template."""
+    chart = tmp / "chart"
+    shutil.copytree(CHART, chart)
+    shutil.copy(chart / "templates" / "NOTES.txt", chart / "notes.txt")
+    (chart / "templates" / "zz-notes.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes}\n"
+        'data:\n  notes: {{ tpl (.Files.Get "notes.txt") . | quote }}\n'
+    )
+    args = [str(helm), "template", "kai", str(chart), "--namespace", namespace, "--dry-run=server"]
     args += ["--kubeconfig", str(live.kubeconfig)]
-    for value in values:
-        args += ["--set", value]
     done = subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
-    manifest = done.stdout.split("MANIFEST:", 1)[1].split("NOTES:", 1)
-    docs = [d for d in yaml.safe_load_all(manifest[0]) if d]
-    return docs, manifest[1] if len(manifest) > 1 else ""
+    docs = [d for d in yaml.safe_load_all(done.stdout) if d]
+    notes = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "notes")
+    return [d for d in docs if d is not notes], notes["data"]["notes"]
 
 
 CONFIGS = Resource("Config", "kai.scheduler/v1", "configs", False)
 SHARDS = Resource("SchedulingShard", "kai.scheduler/v1", "schedulingshards", False)
 
 
-def test_a_kai_install_s_config_and_shards_carry_over(helm: Path, live_cluster: LiveCluster, namespace: str) -> None:
+def test_a_kai_install_s_config_and_shards_carry_over(
+    helm: Path, live_cluster: LiveCluster, namespace: str, tmp_path: Path
+) -> None:
     """KAI's kai-config and SchedulingShards, left in the cluster by a KAI install, configure the chart;
     the Config fields kai does not read are named in NOTES."""
     kube = Kube.from_kubeconfig(str(live_cluster.kubeconfig))
@@ -451,7 +459,7 @@ def test_a_kai_install_s_config_and_shards_carry_over(helm: Path, live_cluster: 
     kube.post(CONFIGS.path(), config)
     kube.post(SHARDS.path(), shard)
     try:
-        docs, notes = _helm_dry_run(helm, live_cluster, namespace)
+        docs, notes = _render_live(helm, live_cluster, namespace, tmp_path)
     finally:
         for path in (CONFIGS.path(name="kai-config"), SHARDS.path(name="big-pool")):
             with contextlib.suppress(ApiError):
