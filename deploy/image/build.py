@@ -277,9 +277,9 @@ def source_digest() -> str:
 def built_digest(tag: str, tool: str, root: Path | None = None) -> str:
     """The source digest of the image `tag` ("" when there is none)."""
     done = subprocess.run(
-        [tool, *_store(tool, root), "inspect", "--type", "image", "--format", "{{json .}}", tag]
+        [tool, *_store(tool, root), "inspect", "--type", "image", tag]  # JSON, both tools
         if tool == "buildah"
-        else [tool, *_store(tool, root), "image", "inspect", "--format", "{{json .}}", tag],
+        else [tool, *_store(tool, root), "image", "inspect", tag],
         capture_output=True,
         text=True,
         check=False,
