@@ -12,9 +12,11 @@ filtered.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from kai.api import keys
+from kai.api.errors import Problem
 
 PARTITIONED = ("Node", "Queue", "PodGroup")
 """The kinds a partition selects by their own node-pool label."""
@@ -71,3 +73,22 @@ def select(objects: list[dict[str, Any]], label_key: str, value: str) -> list[di
         else:
             kept.append(obj)
     return kept
+
+
+def explain(problems: list[Problem], queues: dict[str, dict[str, Any]], label_key: str, value: str) -> list[Problem]:
+    """A PodGroup naming a queue of another node pool reads "which does not exist" to the builder; say
+    why (`queues`: every Queue of the cluster, by name)."""
+    if not label_key:
+        return problems
+    out = []
+    for problem in problems:
+        if problem.field == "spec.queue" and problem.obj.startswith("PodGroup "):
+            name = next((q for q in queues if f"queue {q!r}" in problem.message), None)
+            if name is not None:
+                theirs = _labels(queues[name]).get(label_key)
+                pool = f"{label_key}={theirs}" if theirs is not None else f"no {label_key} label"
+                ours = f"{label_key}={value}" if value else f"no {label_key} label"
+                message = f"names queue {name!r}, of another node pool ({pool}; this scheduler's: {ours})"
+                problem = dataclasses.replace(problem, message=message)
+        out.append(problem)
+    return out

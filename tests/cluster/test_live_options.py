@@ -161,3 +161,17 @@ def test_the_rate_limiter_lets_a_burst_through_then_waits(monkeypatch: Any) -> N
     limiter.take()
     limiter.take()
     assert slept == [0.1, 0.2]  # one token per 1/qps seconds, each waiter in turn
+
+
+def test_a_pod_group_naming_another_pool_s_queue_is_told_so() -> None:
+    objects = [node("a1", "a"), podgroup("ga", "a"), queue("q", "b")]  # the PodGroup's queue is pool b's
+    seen = partition.select(objects, POOL, "a")
+    result = build_snapshot(seen, 0.0, "kai-scheduler")
+    queues = {"q": queue("q", "b")}
+    (problem,) = [p for p in partition.explain(result.problems, queues, POOL, "a") if p.field == "spec.queue"]
+    assert problem.obj == "PodGroup ns/ga"
+    assert problem.message == (
+        "names queue 'q', of another node pool (kai.scheduler/node-pool=b; this scheduler's: kai.scheduler/node-pool=a)"
+    )
+    # A queue that exists nowhere keeps the builder's message.
+    assert partition.explain(result.problems, {}, POOL, "a") == result.problems
