@@ -466,6 +466,8 @@ def test_a_kai_install_s_config_and_shards_carry_over(
                 kube.delete(path)
     deployments = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
     assert {"team-scheduler-default", "team-scheduler-big-pool", "kai-binder"} <= set(deployments)
+    # Against a cluster the release namespace is helm's (--create-namespace), not the chart's.
+    assert not [d for d in docs if d["kind"] == "Namespace" and d["metadata"]["name"] == namespace]
     assert all(d["spec"]["replicas"] == 3 for d in deployments.values())
     assert "--partition-label-value=big" in _args(docs, "team-scheduler-big-pool")
     binder = _args(docs, "kai-binder")
