@@ -130,6 +130,7 @@ class LiveProcess:
                     labels={o.nodepool_label_key: o.partition_label_value}
                     if o.nodepool_label_key and o.partition_label_value
                     else None,
+                    node_pool=o.partition_label_value or "default",
                 ),
                 evictor=Evictor(
                     kube,

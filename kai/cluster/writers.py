@@ -82,9 +82,11 @@ class BindRequestWriter:
         pool: ThreadPoolExecutor,
         in_flight: dict[str, dict[str, Any]] | None = None,
         labels: dict[str, str] | None = None,
+        node_pool: str = "default",
     ) -> None:
         self.in_flight = in_flight
         self.labels = labels or {}  # on every BindRequest (the shard's node-pool label)
+        self.node_pool = node_pool  # named in the Scheduled event, as KAI's ("default": the unlabelled pool)
         self.kube = kube
         self.store = store
         self.events = events
@@ -141,7 +143,10 @@ class BindRequestWriter:
         self.store.put(created)
         self.created += 1
         self.events.record(
-            pod, "Normal", "Scheduled", f"Successfully assigned pod {binding.pod} to node {binding.node}"
+            pod,
+            "Normal",
+            "Scheduled",
+            f"Successfully assigned pod {binding.pod} to node {binding.node} at node-pool {self.node_pool}",
         )
         return True
 

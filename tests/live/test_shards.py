@@ -94,6 +94,21 @@ def test_two_shards_schedule_at_once_each_on_its_own_nodes(
             wait("both shards' pods bound", all_bound, timeout=90, interval=0.3)
             time.sleep(2.0)  # several more cycles of both: the fifth default pod stays out of pool-a
             placed = bound(kube, namespace)
+
+            def scheduled(pod_name: str) -> str:
+                events = kube.get(f"/api/v1/namespaces/{namespace}/events")["items"]
+                return next(
+                    (
+                        e["message"]
+                        for e in events
+                        if e["reason"] == "Scheduled" and e["involvedObject"]["name"] == pod_name
+                    ),
+                    "",
+                )
+
+            # KAI's Scheduled event names the node pool ("default": the unlabelled one).
+            assert wait("a0's event", lambda: scheduled("a0")).endswith("at node-pool pool-a")
+            assert wait("d0's event", lambda: scheduled("d0")).endswith("at node-pool default")
             leases = kube.get(f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases")["items"]
     finally:
         for proc in procs:
