@@ -70,12 +70,13 @@ def image() -> Iterator[dict[str, Any]]:
 def test_kai_runs_in_the_image_and_simulates_the_demo_as_here(image: dict[str, Any]) -> None:
     builder = image["builder"]
     demo = REPO / "examples" / "cluster.yaml"
-    version, simulated, whoami = builder.run(
+    version, simulated, whoami, live = builder.run(
         image["tag"],
         [
             ["--version"],
             ["simulate", "-f", "/tmp/cluster.yaml", "--now", DEMO_NOW, "-o", "json"],
             ["--help"],
+            ["run", "--kubeconfig", "/nonexistent"],  # the live extra is there: the Kubernetes client reads it
         ],
         image["tool"],
         image["root"],
@@ -97,6 +98,8 @@ def test_kai_runs_in_the_image_and_simulates_the_demo_as_here(image: dict[str, A
     # The same decisions as the source tree: the image holds this kai, with working numpy wheels.
     assert json.loads(simulated.stdout) == json.loads(here.stdout)
     assert whoami.returncode == 0 and "simulate" in whoami.stdout
+    assert live.returncode == 1 and "cannot load the Kubernetes configuration" in live.stderr, live.stderr[-2000:]
+    assert "Invalid kube-config file" in live.stderr  # the kubernetes package's own message
 
 
 def test_the_image_runs_as_the_chart_s_user_and_is_the_chart_s_default(image: dict[str, Any]) -> None:
