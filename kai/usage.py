@@ -260,7 +260,7 @@ def _promql_duration(seconds: float) -> str:
 
 def _window_sum(expr: str, now: float, params: UsageParams) -> str:
     if params.half_life_period > 0:
-        expr = f"(({expr}) * (0.5^(({int(now)} - time()) / {params.half_life_period:g})))"
+        expr = f"({expr}) * (0.5^(({int(now)} - time()) / {params.half_life_period:g}))"
     resolution = query_resolution(params)
     span = max(now - window_start(now, params), resolution)
     return f"sum_over_time(({expr})[{_promql_duration(span)}:{_promql_duration(resolution)}])"

@@ -25,7 +25,9 @@ This is what envtest does, done from Python, plus KWOK standing in for kubelets:
   nodes and evict their pods), without leader election, as cluster admin;
 * Prometheus keeps its TSDB in the work folder (so it outlives any kai process, not the
   control plane) and scrapes the ``host:port`` targets of ``prometheus-targets.json``
-  (:meth:`ControlPlane.set_prometheus_targets` rewrites it; Prometheus rereads it).
+  (:meth:`ControlPlane.set_prometheus_targets` rewrites it; Prometheus rereads it). No
+  kube-state-metrics runs, so a recording rule turns the scheduler's ``kai_cluster_capacity``
+  into ``kube_node_status_capacity{resource}``: KAI's default capacity queries then answer.
 
 Every process runs in its own process group and is stopped (SIGTERM, then SIGKILL) by
 :meth:`ControlPlane.stop`, which is also registered with ``atexit``. Unless
@@ -521,8 +523,20 @@ class ControlPlane:
     def _prometheus_config(self) -> str:
         assert self.workdir is not None
         targets = self.workdir / "prometheus-targets.json"
+        rules = self.workdir / "prometheus-rules.yml"
+        # No kube-state-metrics here: KAI's default capacity queries (kube_node_status_capacity) are
+        # answered from the capacity kai's scheduler exports.
+        rules.write_text(yaml.safe_dump({"groups": [{
+            "name": "kai-dev-cluster",
+            "rules": [{"record": "kube_node_status_capacity", "expr": "kai_cluster_capacity"}],
+        }]}))
         config = {
-            "global": {"scrape_interval": self.prometheus_scrape_interval, "scrape_timeout": "1s"},
+            "global": {
+                "scrape_interval": self.prometheus_scrape_interval,
+                "evaluation_interval": self.prometheus_scrape_interval,
+                "scrape_timeout": "1s",
+            },
+            "rule_files": [str(rules)],
             "scrape_configs": [{
                 "job_name": "kai",
                 "file_sd_configs": [{"files": [str(targets)], "refresh_interval": "5s"}],
