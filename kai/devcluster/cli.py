@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -28,7 +29,9 @@ app = typer.Typer(
 )
 PROCESSES = ("prometheus", "kwok", "kube-controller-manager", "kube-apiserver", "etcd")
 
-DEFAULT_DIR = Path(os.environ.get("KAI_DEV_CLUSTER_DIR", "/dev/shm/kai-dev-cluster"))
+DEFAULT_FOLDER = Path("/dev/shm/kai-dev-cluster")
+DEFAULT_DIR = Path(os.environ.get("KAI_DEV_CLUSTER_DIR", str(DEFAULT_FOLDER)))
+PROMETHEUS_PORT = 9090
 
 DirOption = Annotated[
     Path, typer.Option("--dir", help="Folder of the dev cluster's state, certificates and data.")
@@ -79,6 +82,9 @@ def up(
         list[str] | None,
         typer.Option("--scrape", help="host:port of a kai /metrics endpoint for Prometheus (repeatable)."),
     ] = None,
+    prometheus_port: Annotated[
+        int, typer.Option(help="Prometheus's port on 127.0.0.1 (a free one if this one is taken; 0: any).")
+    ] = PROMETHEUS_PORT,
 ) -> None:
     """Start the dev cluster (building the binaries first if needed) and print its kubeconfig path."""
     from kai.devcluster.nodes import GpuNodeSpec, create_gpu_nodes
@@ -103,11 +109,14 @@ def up(
         controller_manager = controller_manager and "kube-controller-manager" not in missing
         prometheus = prometheus and "prometheus" not in missing
         bins = build.binaries()
+    if prometheus and prometheus_port and not _port_free(prometheus_port):
+        typer.echo(f"  port {prometheus_port} is taken: Prometheus gets a free one")
+        prometheus_port = 0
     started = time.monotonic()
     cp = ControlPlane(
         workdir=directory, binaries=bins, detach=True, log=lambda m: typer.echo(f"  {m}"),
         controller_manager=controller_manager, prometheus=prometheus, kai_defaults=True,
-        prometheus_targets=tuple(scrape) if scrape else ("127.0.0.1:8080",),
+        prometheus_targets=tuple(scrape) if scrape else ("127.0.0.1:8080",), prometheus_listen_port=prometheus_port,
     )
     try:
         cp.start()
@@ -130,6 +139,15 @@ def up(
     if cp.prometheus_url:
         typer.echo(f"prometheus: {cp.prometheus_url} (scraping {', '.join(cp.prometheus_targets)})")
     typer.echo("stop it with: kai dev-cluster down")
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def _stop(directory: Path, state: dict[str, Any]) -> None:

@@ -159,6 +159,8 @@ class ControlPlane:
     prometheus_targets: tuple[str, ...] = ("127.0.0.1:8080",)
     """``host:port`` of the kai /metrics endpoints to scrape (``kai run``'s default address)."""
     prometheus_scrape_interval: str = "5s"
+    prometheus_listen_port: int = 0
+    """Prometheus's port on 127.0.0.1 (0: a free one)."""
     kai_defaults: bool = False
     """Create KAI's PriorityClasses, the default queues and the ``nvidia`` RuntimeClass."""
 
@@ -558,7 +560,7 @@ class ControlPlane:
         config = self.workdir / "prometheus.yml"
         config.write_text(self._prometheus_config())
         self.set_prometheus_targets(self.prometheus_targets)
-        self.prometheus_port = free_port()
+        self.prometheus_port = self.prometheus_listen_port or free_port()
         proc = self._spawn("prometheus", [
             str(binary),
             f"--config.file={config}",
