@@ -278,7 +278,7 @@ def prometheus_queries(now: float, params: UsageParams, metrics_namespace: str =
 
 
 class UsageAnswerError(ValueError):
-    """A Prometheus answer that gives no usage (an error status, no capacity, not a vector)."""
+    """A Prometheus answer that gives no usage (an error status, not a vector, a sample without a number)."""
 
 
 def _vector(answer: Any, query: UsageQuery) -> list[Any]:
@@ -302,30 +302,36 @@ def _sample_value(sample: Any, query: UsageQuery) -> float:
     return value
 
 
-def usage_from_answers(answers: list[tuple[UsageQuery, Any]]) -> dict[str, dict[str, float]]:
-    """Each queue's usage per resource (allocation over capacity) from the answers to `prometheus_queries`.
+def usage_from_answers(answers: list[tuple[UsageQuery, Any]]) -> tuple[dict[str, dict[str, float]], list[str]]:
+    """Each queue's usage per resource (allocation over capacity) from the answers to `prometheus_queries`,
+    and the capacity queries that had no sample.
 
-    A capacity query with no sample is an error (KAI's too: no usage at all rather than a wrong one);
-    a queue with no allocation sample has no entry for that resource (usage 0); a capacity of 0
-    gives usage 0.
+    A capacity query with no sample means no history in the window for that resource: no queue has
+    usage of it (KAI has none either: it reports the query as failed). A queue with no allocation
+    sample has no entry for that resource (usage 0); a capacity of 0 gives usage 0.
     """
     capacity: dict[str, float] = {}
+    empty: list[str] = []
     for query, answer in answers:
         if query.kind == "capacity":
             samples = _vector(answer, query)
-            if not samples:
-                raise UsageAnswerError(f"no data for the cluster capacity query {query.promql!r}")
-            capacity[query.resource] = _sample_value(samples[0], query)
+            if samples:
+                capacity[query.resource] = _sample_value(samples[0], query)
+            else:
+                empty.append(query.promql)
     usage: dict[str, dict[str, float]] = {}
     for query, answer in answers:
         if query.kind != "allocation":
             continue
-        total = capacity.get(query.resource, 1.0)
-        for sample in _vector(answer, query):
+        samples = _vector(answer, query)
+        if query.resource not in capacity:
+            continue
+        total = capacity[query.resource]
+        for sample in samples:
             queue = str((sample.get("metric") or {}).get(QUEUE_NAME_LABEL, "")) if isinstance(sample, dict) else ""
             if not queue:
                 continue
             value = _sample_value(sample, query)
             share = value / total if total > 0 and math.isfinite(value) else 0.0
             usage.setdefault(queue, dict.fromkeys(QUEUE_RESOURCES, 0.0))[query.resource] = share
-    return usage
+    return usage, empty

@@ -6,9 +6,12 @@ usage lister does: a background thread asks Prometheus's HTTP query API every ``
 (the queries and the arithmetic are :func:`kai.usage.prometheus_queries` and
 :func:`kai.usage.usage_from_answers`), the cycle reads the last answer and never waits for one,
 except that the first cycle waits up to ``waitTimeout`` for the first fetch (KAI waits for it
-before it starts scheduling). A failed fetch keeps the last usage; usage older than
-``stalenessPeriod`` is still used, with a warning. The history is Prometheus's, so it survives a
-restart or a failover of the scheduler.
+before it starts scheduling: without it, a restarted scheduler's first decisions would ignore the
+history). A failed fetch keeps the last usage; usage older than ``stalenessPeriod`` is still used,
+with a warning. Prometheus answering with no capacity sample in the window is a fetch of no usage,
+not a failure: kai's own scheduler exports the queue and capacity metrics (KAI's queue controller
+and kube-state-metrics do), so on a fresh cluster they appear only after its first cycle. The
+history is Prometheus's, so it survives a restart or a failover of the scheduler.
 
 Without a connection string (or with the ``fake`` clients) the scheduler keeps its own record
 (:class:`kai.usage.UsageTracker`), which starts empty at every start.
@@ -92,6 +95,7 @@ class PrometheusUsage:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._warned_stale = False
+        self._warned_empty = False
         self.last_error = ""
 
     # -- asking Prometheus ------------------------------------------------------------------------
@@ -116,9 +120,13 @@ class PrometheusUsage:
         at = self.clock() if now is None else now
         answers = [(q, self._ask(q, at)) for q in prometheus_queries(at, self.params, self.metrics_namespace)]
         try:
-            return usage_from_answers(answers)
+            usage, empty = usage_from_answers(answers)
         except UsageAnswerError as err:
             raise UsageDBError(str(err)) from None
+        if empty and not self._warned_empty:  # a fresh cluster, or a capacity metric that does not exist
+            log.warning("usage DB: no capacity history yet for %s: no usage of it", ", ".join(empty))
+            self._warned_empty = True
+        return usage
 
     def fetch_and_store(self) -> bool:
         started = time.perf_counter()

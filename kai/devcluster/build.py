@@ -13,7 +13,8 @@ requirement is replaced by the published ``v0.<minor>.<patch>`` of that staging 
 kube-controller-manager is built the same way as kube-apiserver (its own wrapper module, so
 that minimum version selection never mixes the two). Prometheus's module has no replace
 directive and is ``go install``-ed; without the ``builtinassets`` build tag its web UI is
-not compiled in (the HTTP query API, which is all kai uses, is).
+not compiled in (the HTTP query API, which is all kai uses, is), and the ``remove_all_sd`` tag
+leaves out the cloud service discoveries (file and HTTP discovery stay), most of its dependencies.
 
 etcd, kube-apiserver and kwok are the core every live test needs; kube-controller-manager and
 prometheus are extras that only the dev cluster and the tests that ask for them start. Every
@@ -71,6 +72,8 @@ class Component:
     """Build through a generated wrapper module (needed when the module has replace directives)."""
     replace_k8s_staging: bool = False
     ldflags: tuple[str, ...] = field(default_factory=tuple)
+    tags: tuple[str, ...] = ()
+    """Go build tags."""
 
     @property
     def folder(self) -> str:
@@ -144,6 +147,9 @@ COMPONENTS: tuple[Component, ...] = (
         package="github.com/prometheus/prometheus/cmd/prometheus",
         wrapper=False,
         ldflags=_prometheus_version_ldflags(PROMETHEUS_VERSION),
+        # Only the file and HTTP service discovery (in every build) are used: leave out the cloud ones,
+        # which are most of Prometheus's dependencies.
+        tags=("remove_all_sd",),
     ),
 )
 
@@ -287,6 +293,7 @@ def _build(component: Component, root: Path) -> Path:
         shutil.rmtree(work)
     work.mkdir(parents=True)
     ldflags = " ".join(("-s", "-w", *component.ldflags))
+    tags = ["-tags", ",".join(component.tags)] if component.tags else []
     started = time.monotonic()
     if component.wrapper:
         (work / "go.mod").write_text(f"module kai.local/controlplane-build/{component.name}\n\ngo 1.24\n")
@@ -299,12 +306,12 @@ def _build(component: Component, root: Path) -> Path:
         _run_go(["get", f"{component.package}@{component.version}"], work, f"{component.name} go get",
                 timeout=1800)
         _log(f"{component.name}: compiling (this is the long part)")
-        _run_go(["build", "-v", "-trimpath", "-ldflags", ldflags, "-o", str(work / component.name),
+        _run_go(["build", "-v", "-trimpath", *tags, "-ldflags", ldflags, "-o", str(work / component.name),
                  component.package], work, f"{component.name} build", timeout=3600)
     else:
         _log(f"{component.name}: go install {component.package}@{component.version}")
         target_ref = f"{component.package}@{component.version}"
-        _run_go(["install", "-v", "-trimpath", "-ldflags", ldflags, target_ref],
+        _run_go(["install", "-v", "-trimpath", *tags, "-ldflags", ldflags, target_ref],
                 work, f"{component.name} install", timeout=3600)
     built = work / component.name
     if not built.exists():

@@ -225,6 +225,7 @@ class ControlPlane:
                     if "address already in use" not in str(exc) or attempt == 2:
                         raise
                     self.log(f"port clash, retrying: {str(exc).splitlines()[0]}")
+                    self.prometheus_listen_port = 0  # a fixed port someone took: any free one
                     self._stop_processes()
                     shutil.rmtree(self.workdir / "etcd-data", ignore_errors=True)
         except BaseException:

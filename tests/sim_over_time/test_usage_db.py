@@ -92,7 +92,8 @@ def answers(gpu_capacity: dict[str, Any], gpu_allocation: dict[str, Any]) -> lis
 def test_usage_is_each_queues_allocation_over_the_capacity() -> None:
     # 10 samples of 8 GPUs = 80 GPU-samples; a held 60 of them, b 20
     gpu_alloc = vector(({"queue_name": "a", "instance": "x"}, 60.0), ({"queue_name": "b"}, 20.0))
-    usage = usage_from_answers(answers(vector(({}, 80.0)), gpu_alloc))
+    usage, empty = usage_from_answers(answers(vector(({}, 80.0)), gpu_alloc))
+    assert empty == []
     assert usage["a"][GPU] == pytest.approx(0.75)
     assert usage["b"][GPU] == pytest.approx(0.25)
     assert usage["a"][CPU] == pytest.approx(0.25)  # 160 / 640
@@ -100,9 +101,11 @@ def test_usage_is_each_queues_allocation_over_the_capacity() -> None:
     assert usage["a"][MEMORY] == 0.0  # a capacity of 0 gives no usage, not a division by zero
 
 
-def test_no_capacity_sample_means_no_usage_at_all() -> None:
-    with pytest.raises(UsageAnswerError, match="no data for the cluster capacity"):
-        usage_from_answers(answers(vector(), vector(({"queue_name": "a"}, 1.0))))
+def test_no_capacity_sample_means_no_history_of_that_resource() -> None:
+    usage, empty = usage_from_answers(answers(vector(), vector(({"queue_name": "a"}, 1.0))))
+    assert usage["a"][GPU] == 0.0
+    assert usage["a"][CPU] == pytest.approx(0.25)
+    assert empty == ['sum_over_time((sum(kube_node_status_capacity{resource="nvidia_com_gpu"}))[600s:60s])']
 
 
 def test_an_error_answer_names_the_query_and_the_error() -> None:
