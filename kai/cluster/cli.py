@@ -172,7 +172,9 @@ def run(
     partition_label_value: Annotated[
         str,
         typer.Option(
-            "--partition-label-value", help="Schedule only nodes and PodGroups whose node-pool label has this value."
+            "--partition-label-value",
+            help="The node pool (shard): only nodes, Queues and PodGroups whose node-pool label has this value"
+            " (empty: those without the label).",
         ),
     ] = "",
     full_hierarchy_fairness: Annotated[
