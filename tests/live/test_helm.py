@@ -419,9 +419,11 @@ def _render_live(helm: Path, live: LiveCluster, namespace: str, tmp: Path) -> tu
         'data:\n  notes: {{ tpl (.Files.Get "notes.txt") . | quote }}\n'
     )
     args = [str(helm), "template", "kai", str(chart), "--namespace", namespace, "--dry-run=server"]
-    # helm install sees the cluster's API versions; helm template, its own unless told (this one every
-    # API server serves).
-    args += ["--kubeconfig", str(live.kubeconfig), "--api-versions", "apiregistration.k8s.io/v1"]
+    # helm install sees the cluster's API versions (kai's CRDs among them); helm template, its own
+    # unless told.
+    args += ["--kubeconfig", str(live.kubeconfig)]
+    for served in ("apiregistration.k8s.io/v1", "kai.scheduler/v1/Config", "kai.scheduler/v1/SchedulingShard"):
+        args += ["--api-versions", served]
     done = subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     docs = [d for d in yaml.safe_load_all(done.stdout) if d]

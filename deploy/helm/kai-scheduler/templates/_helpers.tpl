@@ -7,7 +7,10 @@ helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 {{- /* KAI's Config (the operator's singleton kai-config): the object in the cluster (a KAI install
        leaves it behind: KAI's chart creates it as a hook), with the value kaiConfig over it. */ -}}
 {{- define "kai.config" -}}
-{{- $found := lookup "kai.scheduler/v1" "Config" "" "kai-config" -}}
+{{- $found := dict -}}
+{{- if .Capabilities.APIVersions.Has "kai.scheduler/v1/Config" }}{{- /* a lookup of an unserved kind fails */ -}}
+{{- $found = lookup "kai.scheduler/v1" "Config" "" "kai-config" -}}
+{{- end -}}
 {{- $spec := dict -}}
 {{- if and $found $found.spec -}}{{- $spec = deepCopy $found.spec -}}{{- end -}}
 {{- $spec = mergeOverwrite $spec (deepCopy (.Values.kaiConfig | default dict)) -}}
@@ -154,7 +157,10 @@ affinity: {{- toYaml . | nindent 2 }}
        values win field by field. */ -}}
 {{- define "kai.shards" -}}
 {{- $shards := dict -}}
-{{- $found := lookup "kai.scheduler/v1" "SchedulingShard" "" "" -}}
+{{- $found := dict -}}
+{{- if .Capabilities.APIVersions.Has "kai.scheduler/v1/SchedulingShard" -}}
+{{- $found = lookup "kai.scheduler/v1" "SchedulingShard" "" "" -}}
+{{- end -}}
 {{- range ($found.items | default list) -}}
 {{- $_ := set $shards .metadata.name (deepCopy (.spec | default dict)) -}}
 {{- end -}}
