@@ -335,8 +335,12 @@ class StatusUpdater:
     def _write_status(self, key: str, path: str, raw: dict[str, Any], desired: dict[str, Any]) -> None:
         current = raw.get("status") or {}
         if all(_same(current.get(k), v) for k, v in desired.items()):
+            # Nothing to write. Forget what was last written rather than remember `desired`: the cache may
+            # be behind a write of ours still on its way back (it shows an older value that happens to be
+            # the desired one); remembered, a later change back to `desired` would never be written.
             with self._lock:
-                self._written[key] = desired
+                if key not in self._in_flight:
+                    self._written.pop(key, None)
             return
         patch = _with_removals(current, desired)
         self._submit(key, desired, lambda: self.kube.patch(path, {"status": patch}))
