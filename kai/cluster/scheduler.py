@@ -158,6 +158,10 @@ class Scheduler:
             self.bind_requests.delete_stale(view.stale_bind_requests)
         objects = partition.select(view.objects, self.nodepool_label_key, self.partition_label_value)
         result = build_snapshot(objects, now, self.config.params.scheduler_name, queue_label_key=self.queue_label_key)
+        if objects is not view.objects:  # a node pool's scheduler: a queue of another pool is not "missing"
+            result.problems[:] = partition.explain(
+                result.problems, view.queues, self.nodepool_label_key, self.partition_label_value
+            )
         self._report_problems(result.problems, view)
         snapshot = result.snapshot
         self._report_unsupported(snapshot.unsupported, view)
