@@ -121,10 +121,14 @@ def test_a_batch_job_runs_on_the_dev_cluster_and_its_namespace_deletes(
 
             def running() -> list[dict]:
                 pods = listed(kube, PODS.path(namespace))
-                ok = [p for p in pods if p["spec"].get("nodeName") and p.get("status", {}).get("phase") == "Running"]
+                ok = [
+                    p for p in pods
+                    if p["spec"].get("nodeName") and p.get("status", {}).get("phase") == "Running"
+                    and keys.POD_GROUP_ANNOTATION in (p["metadata"].get("annotations") or {})
+                ]
                 return pods if len(ok) == parallelism else []
 
-            pods = wait("the Job's pods to be created, scheduled and running", running, timeout=90)
+            pods = wait("the Job's pods to be created, grouped, scheduled and running", running, timeout=90)
         assert {p["metadata"]["ownerReferences"][0]["kind"] for p in pods} == {"Job"}  # the Job controller's
         assert {p["spec"].get("runtimeClassName") for p in pods} == {"nvidia"}  # kai's admission set it
         groups = {p["metadata"]["annotations"][keys.POD_GROUP_ANNOTATION] for p in pods}
