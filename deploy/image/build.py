@@ -259,6 +259,8 @@ def build(tag: str, tool: str, python: str, root: Path | None = None, archive: P
             str(context),
         ]
         _run(command, f"{tool} build")
+    if root is not None:  # a private store keeps only what is tagged (each build leaves the last one dangling)
+        subprocess.run([tool, *_store(tool, root), "rmi", "--prune"], capture_output=True, check=False, timeout=600)
     if archive is not None:
         archive.parent.mkdir(parents=True, exist_ok=True)
         archive.unlink(missing_ok=True)
