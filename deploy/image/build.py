@@ -190,7 +190,12 @@ def _platforms() -> list[str]:
 def kai_layer(context: Path, python: str) -> None:
     """site-packages/ (kai[live] with constraints.txt's versions) and the entry point, into `context`."""
     wheels = context / "wheels"
-    _run([python, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(wheels), str(ROOT)], "pip wheel (kai)")
+    source = context / "source"  # a copy: building in the checkout would leave build/ and egg-info there
+    shutil.copytree(ROOT / "kai", source / "kai", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        if (ROOT / name).exists():
+            shutil.copy(ROOT / name, source / name)
+    _run([python, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(wheels), str(source)], "pip wheel (kai)")
     (wheel,) = wheels.glob("kai-*.whl")
     target = context / "site-packages"
     platforms = [arg for tag in _platforms() for arg in ("--platform", tag)]
@@ -218,6 +223,7 @@ def kai_layer(context: Path, python: str) -> None:
     )
     shutil.rmtree(target / "bin", ignore_errors=True)  # console scripts name the build machine's python
     shutil.rmtree(wheels)
+    shutil.rmtree(source)
     # Compiled here once: the image's root filesystem is read-only at run time.
     _run(
         [python, "-m", "compileall", "-q", "--invalidation-mode", "unchecked-hash", str(target)],
@@ -253,6 +259,8 @@ def build(tag: str, tool: str, python: str, root: Path | None = None, archive: P
             str(context),
         ]
         _run(command, f"{tool} build")
+    if root is not None:  # a private store keeps only what is tagged (each build leaves the last one dangling)
+        subprocess.run([tool, *_store(tool, root), "rmi", "--prune"], capture_output=True, check=False, timeout=600)
     if archive is not None:
         archive.parent.mkdir(parents=True, exist_ok=True)
         archive.unlink(missing_ok=True)

@@ -5,7 +5,8 @@ shard). Each sees only the nodes, Queues and PodGroups whose node-pool label has
 shard with the empty value (KAI's ``default`` shard) sees those that carry no node-pool label at
 all, so that pods, queues and nodes nobody assigned to a pool go to the default shard. A bound pod
 stays in view when its node does (it holds that node's resources), an unbound pod when its
-PodGroup does (a pod without one: when its own label matches). PriorityClasses, Topologies,
+PodGroup does (a pod without one, or naming one that does not exist: when its own label matches, so
+that exactly one scheduler reports it). PriorityClasses, Topologies,
 BindRequests and the rest are shared by every partition. Without a node-pool label key nothing is
 filtered.
 """
@@ -41,11 +42,14 @@ def select(objects: list[dict[str, Any]], label_key: str, value: str) -> list[di
     nodes: set[str] = set()
     groups: set[str] = set()
     every_group: set[str] = set()
+    every_node: set[str] = set()
     for o in objects:
         kind = o.get("kind")
         meta = o.get("metadata") or {}
         if kind == "PodGroup":
             every_group.add(f"{meta.get('namespace')}/{meta.get('name')}")
+        elif kind == "Node":
+            every_node.add(meta.get("name"))
         if kind in ("Node", "PodGroup") and member(_labels(o), label_key, value):
             if kind == "Node":
                 nodes.add(meta.get("name"))
@@ -66,14 +70,16 @@ def select(objects: list[dict[str, Any]], label_key: str, value: str) -> list[di
                 kept.append(obj)
         elif kind == "Pod":
             node = (obj.get("spec") or {}).get("nodeName")
-            if node:
+            if node and node in every_node:  # (on a node that is gone: as if unbound, the builder tells)
                 if node in nodes:
                     kept.append(obj)
                 continue
             group = (meta.get("annotations") or {}).get(keys.POD_GROUP_ANNOTATION)
             key = f"{meta.get('namespace')}/{group}"
-            # A pod whose PodGroup exists nowhere goes by its own label, so that a scheduler reports it.
-            if (key in groups) if group and key in every_group else member(_labels(obj), label_key, value):
+            if group and key in every_group:
+                if key in groups:
+                    kept.append(obj)
+            elif member(_labels(obj), label_key, value):  # no PodGroup (or a missing one): the pod's own label
                 kept.append(obj)
         else:
             kept.append(obj)

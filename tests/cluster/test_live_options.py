@@ -69,6 +69,8 @@ def test_a_partition_sees_its_nodes_queues_pod_groups_and_the_pods_on_its_nodes(
         pod("pending-plain", group="g-plain"),
         pod("lone-a", labels={POOL: "a"}),
         pod("lone", labels={}),
+        pod("orphan-a", group="no-such-group", labels={POOL: "a"}),  # its group is nowhere: its own label
+        pod("orphan", group="no-such-group"),
         queue("qa", "a"),
         queue("q-plain", None),
         {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "train"}, "value": 50},
@@ -79,6 +81,7 @@ def test_a_partition_sees_its_nodes_queues_pod_groups_and_the_pods_on_its_nodes(
         "Pod/running-on-a",
         "Pod/pending-a",
         "Pod/lone-a",
+        "Pod/orphan-a",
         "Queue/qa",
         "PriorityClass/train",  # shared by every partition
     }
@@ -88,6 +91,7 @@ def test_a_partition_sees_its_nodes_queues_pod_groups_and_the_pods_on_its_nodes(
         "PodGroup/g-plain",
         "Pod/pending-plain",
         "Pod/lone",
+        "Pod/orphan",
         "Queue/q-plain",
         "PriorityClass/train",
     }
