@@ -65,10 +65,10 @@ def job_outcome(ssn: Session, job: PodGroupInfo) -> JobOutcome:
     message, reason = (fit.message, fit.reason) if fit else ("", "")
     status = job.phase()
     if status in ("Pending", "Gated") and not message:
-        pods = list(job.pods)
-        if any(p.status is PodStatus.PIPELINED for p in pods):
+        counts = job.status_counts()
+        if counts.get(PodStatus.PIPELINED, 0):
             message, reason = "Pipelined: waits for resources that are being released.", "Pipelined"
-        elif not pods:
+        elif not any(counts.values()):
             message, reason = "The pod group has no pods yet.", "NotReady"
         elif not job.is_ready():
             message, reason = gang_not_ready_message(job), "NotReady"
