@@ -219,7 +219,8 @@ class ProportionPlugin:
     def queue_vector(self, pod: PodInfo) -> np.ndarray:
         """What the pod counts as in queue accounting: (GPUs incl. fractions and MIG, cpu, memory)."""
         placed_by_memory = pod.gpu.memory_mib > 0 and pod.status in HOLDS_NODE and pod.node in self.ssn.nodes.index
-        key: object = (id(pod.requests), pod.node) if placed_by_memory else id(pod.requests)
+        # Pods share Resources objects (one per distinct request); the GPU share comes from pod.gpu.
+        key: object = (id(pod.requests), pod.gpu, pod.node) if placed_by_memory else (id(pod.requests), pod.gpu)
         vec = self._vectors.get(key)
         if vec is None:
             if placed_by_memory:  # a placed gpu-memory pod counts as its portion of that node's GPUs
