@@ -118,12 +118,16 @@ def _run_cycle(
     def open_step() -> None:
         box["ssn"] = open_session(snapshot, config, plugin_step)[0]
 
-    run_step("open_session", open_step)
-    ssn = box["ssn"]
-    for name in config.actions:
-        run = action(name)
-        if run is not None:
-            run_step(name, lambda run=run: run(ssn))
-    decisions: list[Decisions] = []
-    run_step("close_session", lambda: decisions.append(close_session(ssn)))
-    return decisions[0]
+    try:
+        run_step("open_session", open_step)
+        ssn = box["ssn"]
+        for name in config.actions:
+            run = action(name)
+            if run is not None:
+                run_step(name, lambda run=run: run(ssn))
+        decisions: list[Decisions] = []
+        run_step("close_session", lambda: decisions.append(close_session(ssn)))
+        return decisions[0]
+    finally:
+        if "ssn" in box:  # the session changed the snapshot's pods in place: put them back
+            box["ssn"].restore()

@@ -166,11 +166,14 @@ class Session:
         self.config = config
         self.now = snapshot.now
         self.queues: dict[str, QueueInfo] = snapshot.queues
-        self.jobs: dict[str, PodGroupInfo] = {}
+        # The session works on the snapshot's own pod groups (no copies): the Statement records each pod's
+        # state before it first changes it (`touch`), and `restore` puts every touched pod back once the
+        # cycle's decisions are taken, so that the snapshot is what it was.
+        self.jobs: dict[str, PodGroupInfo] = dict(snapshot.podgroups)
         self.pods: list[PodInfo] = []  # every pod of `jobs`, job by job (for plugins that scan them all)
-        for key, pg in snapshot.podgroups.items():
-            job = self.jobs[key] = pg.clone()
+        for job in self.jobs.values():
             self.pods.extend(job.pods)
+        self._touched: dict[int, tuple[PodInfo, PodStatus, str, tuple[str, ...]]] = {}
         requests = {id(p.requests): p.requests for p in self.pods}
         extra: set[str] = set()
         for node in snapshot.nodes:
@@ -192,6 +195,20 @@ class Session:
         )
         # Another scheduler's pods are load too, shared GPUs included; then the session's own pods.
         self._hold_all([*snapshot.foreign_pods, *self.pods])
+
+    def touch(self, pod: PodInfo) -> None:
+        """Remember the pod's state before the session first changes it."""
+        if id(pod) not in self._touched:
+            self._touched[id(pod)] = (pod, pod.status, pod.node, pod.gpu_groups)
+
+    def restore(self) -> None:
+        """Put every pod the session changed back as the snapshot had it (status counters included)."""
+        for pod, status, node, groups in self._touched.values():
+            old = pod.status
+            pod.status, pod.node, pod.gpu_groups = status, node, groups
+            if pod.owner is not None:
+                pod.owner.moved(old, status)
+        self._touched.clear()
 
     def _hold_all(self, pods: list[PodInfo]) -> None:
         """Account the pods that already sit on a node in the snapshot: their requests leave the node's
@@ -222,6 +239,7 @@ class Session:
                 np.add.at(self.nodes.releasing, at[releasing], amounts[releasing])
                 self.nodes.maybe_releasing = True
         for pod in shared:
+            self.touch(pod)  # holding names the pod's GPU groups: the snapshot's pod gets them back
             self.gpus.hold(pod)
         self.gpus.finish_loading()
 

@@ -49,6 +49,7 @@ class Statement:
     # -- operations -------------------------------------------------------------------------------
     def allocate(self, task: PodInfo, node: str) -> None:
         """Place the task on idle resources of the node; it will be bound."""
+        self.ssn.touch(task)
         nodes = self.ssn.nodes
         row = nodes.index[node]
         nodes.idle[row] -= self.ssn.vector(task)
@@ -62,6 +63,7 @@ class Statement:
 
     def pipeline(self, task: PodInfo, node: str) -> None:
         """Place the task on resources that are still being released; it waits for them."""
+        self.ssn.touch(task)
         nodes = self.ssn.nodes
         row = nodes.index[node]
         vec = self.ssn.vector(task)
@@ -78,6 +80,7 @@ class Statement:
 
     def evict(self, task: PodInfo, action: str, by: str = "", message: str = "") -> None:
         """Release a running (or just placed) task; its resources become releasing on its node."""
+        self.ssn.touch(task)
         nodes = self.ssn.nodes
         row = nodes.index.get(task.node, -1)
         vec = self.ssn.vector(task)
