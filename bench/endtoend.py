@@ -125,7 +125,8 @@ def print_targets(results: dict[str, dict[str, float]]) -> None:
         (r for n, r in results.items() if "reclaim-scattered" in n and r.get("nodes", 0) >= 5000),
         None,
     )
-    row("reclaim-scattered at 5,000 nodes, reclaim CPU", None if scaled is None else scaled.get("reclaim_cpu"), "s", 2.0)
+    reclaim = None if scaled is None else scaled.get("reclaim_cpu")
+    row("reclaim-scattered at 5,000 nodes, reclaim CPU", reclaim, "s", 2.0)
     idle = results.get("idle:L")
     row("L round with nothing to do, CPU", None if idle is None else idle["cpu"], "s", 0.1)
     start = results.get("help")
