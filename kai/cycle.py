@@ -62,7 +62,18 @@ def open_session(
 
 def job_outcome(ssn: Session, job: PodGroupInfo) -> JobOutcome:
     fit = ssn.fit_errors.get(job.key)
-    message, reason = (fit.message, fit.reason) if fit else ("", "")
+    if fit is None:  # then the outcome depends on the pods' statuses only: reuse it while they stay
+        version = job.version
+        cached = job.memo.get("outcome")
+        if cached is not None and cached[0] == version:
+            return cached[1]  # type: ignore[return-value]
+        outcome = _outcome(job, "", "")
+        job.memo["outcome"] = (version, outcome)
+        return outcome
+    return _outcome(job, fit.message, fit.reason)
+
+
+def _outcome(job: PodGroupInfo, message: str, reason: str) -> JobOutcome:
     status = job.phase()
     if status in ("Pending", "Gated") and not message:
         counts = job.status_counts()

@@ -276,7 +276,7 @@ def _gang_failure(job: PodGroupInfo, tasks: list[PodInfo], placed: int, why: str
 
 def tasks_to_allocate(ssn: Session, job: PodGroupInfo) -> list[PodInfo]:
     """The next batch: every leaf below minMember brought up to it, else one elastic extra pod."""
-    leaves = sorted(job.leaves, key=ssn.subgroup_key)
+    leaves = job.leaves if len(job.leaves) == 1 else sorted(job.leaves, key=ssn.subgroup_key)
     below = [sub for sub in leaves if sub.active() < sub.min_member]
     if below:
         batch: list[PodInfo] = []

@@ -33,6 +33,7 @@ class SubGroupInfo:
     # added to or removed from `pods`.
     _counts: dict[PodStatus, int] | None = field(default=None, repr=False, compare=False)
     _counted: int = field(default=-1, repr=False, compare=False)
+    _version: int = field(default=0, repr=False, compare=False)  # changes whenever a pod's status does
 
     @property
     def is_leaf(self) -> bool:
@@ -52,18 +53,30 @@ class SubGroupInfo:
 
     def moved(self, old: PodStatus, new: PodStatus) -> None:
         """One of this sub-group's pods changed status from `old` to `new`."""
+        if old is new:
+            return
+        self._version += 1
         counts = self._counts
-        if counts is not None and old is not new:
+        if counts is not None:
             counts[old] -= 1
             counts[new] = counts.get(new, 0) + 1
 
     def recount(self) -> None:
         """Forget the counts (after statuses were changed without `moved`)."""
         self._counts = None
+        self._version += 1
+
+    @property
+    def version(self) -> tuple[int, int]:
+        """Changes whenever a pod's status changes (through `moved` / `recount`) or pods come or go."""
+        return self._version, len(self.pods)
 
     def count(self, statuses: frozenset[PodStatus]) -> int:
-        counts = self.counts()
-        return sum(n for status, n in counts.items() if status in statuses)
+        total = 0
+        for status, n in self.counts().items():
+            if status in statuses:
+                total += n
+        return total
 
     def active(self) -> int:
         return self.count(ACTIVE)
@@ -94,6 +107,9 @@ class PodGroupInfo:
     stale_since: float | None = None
     implicit: bool = False  # made for a pod that names no PodGroup
     _leaves: list[SubGroupInfo] | None = field(default=None, repr=False, compare=False)
+    # Derived answers about the pods' statuses (why-pending outcome, staleness), each with the `version`
+    # it was computed at; for the core's caches, never copied by `clone`.
+    memo: dict[str, tuple[object, object]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def key(self) -> str:
@@ -113,6 +129,14 @@ class PodGroupInfo:
             return leaves[0].pods
         return [p for sub in leaves for p in sub.pods]
 
+    @property
+    def version(self) -> object:
+        """Changes whenever one of the job's pods changes status (see SubGroupInfo.version)."""
+        leaves = self.leaves
+        if len(leaves) == 1:
+            return leaves[0].version
+        return tuple(sub.version for sub in leaves)
+
     def status_counts(self) -> dict[PodStatus, int]:
         """Pods per status over every leaf (do not change the dict)."""
         leaves = self.leaves
@@ -131,7 +155,10 @@ class PodGroupInfo:
         return sum(sub.pending_count() for sub in self.leaves)
 
     def has_pending(self) -> bool:
-        return any(sub.pending_count() for sub in self.leaves)
+        leaves = self.leaves
+        if len(leaves) == 1:
+            return leaves[0].counts().get(PodStatus.PENDING, 0) > 0
+        return any(sub.pending_count() for sub in leaves)
 
     def is_ready(self) -> bool:
         """Every leaf has enough living, ungated pods to reach its minMember."""

@@ -117,6 +117,7 @@ class ProportionPlugin:
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
         self._vectors: dict[object, np.ndarray] = {}
+        self._paths: dict[str, list[QueueAttrs]] = {}
         self._job_requests: dict[str, np.ndarray] = {}
         self._order_keys: dict[str, tuple[str, tuple[Any, ...]]] = {}
         self._constants: dict[str, tuple[list[float], list[float], list[float], AllocatableShare]] = {}
@@ -235,7 +236,10 @@ class ProportionPlugin:
         return vec
 
     def _path(self, queue: str) -> list[QueueAttrs]:
-        return [self.attrs[q.name] for q in self.ssn.queue_path(queue)]
+        path = self._paths.get(queue)
+        if path is None:
+            path = self._paths[queue] = [self.attrs[q.name] for q in self.ssn.queue_path(queue)]
+        return path
 
     @staticmethod
     def _add(job: PodGroupInfo, vec: np.ndarray, path: list[QueueAttrs]) -> None:
