@@ -102,13 +102,15 @@ def _content_key(spec: dict[str, Any]) -> tuple[Any, ...] | None:
                 values = res.get(part) or {}
                 if not isinstance(values, dict):
                     return None
-                parts.append(tuple((k, type(v), v) for k, v in values.items()))
+                parts.append(tuple(values.items()))
+                parts.append(tuple(map(type, values.values())))
         parts.append(section)
     overhead = spec.get("overhead")
     if overhead is not None:
         if not isinstance(overhead, dict):
             return None
-        parts.append(tuple((k, type(v), v) for k, v in overhead.items()))
+        parts.append(tuple(overhead.items()))
+        parts.append(tuple(map(type, overhead.values())))
     key = tuple(parts)
     try:
         hash(key)
