@@ -66,18 +66,15 @@ def job_outcome(
     ssn: Session, job: PodGroupInfo, evicted: list[Cause] | None = None, cache: dict[Any, Any] | None = None
 ) -> JobOutcome:
     fit = ssn.fit_errors.get(job.key)
-    if fit is None:  # then the outcome depends on the pods' statuses only: reuse it while they stay
-        version = job.version
-        cached = job.memo.get("outcome")
-        if cached is not None and cached[0] == version:
-            return cached[1]  # type: ignore[return-value]
-        outcome = _outcome(job, "", "")
-        job.memo["outcome"] = (version, outcome)
-        return outcome
-    return _outcome(job, fit.message, fit.reason)
-
-
-def _outcome(job: PodGroupInfo, message: str, reason: str) -> JobOutcome:
+    # Without a fit error or an eviction, an outcome that needs no explanation (a running job) depends on
+    # the pods' statuses only: it is remembered on the job while they stay as they are.
+    plain = fit is None and not evicted
+    version = job.version if plain else None
+    if plain:
+        memo = job.memo.get("outcome")
+        if memo is not None and memo[0] == version:
+            return JobOutcome(job.queue, *memo[1])  # type: ignore[misc]
+    message, reason = (fit.message, fit.reason) if fit else ("", "")
     status = job.phase()
     if status in ("Pending", "Gated") and not message:
         counts = job.status_counts()
@@ -95,6 +92,8 @@ def _outcome(job: PodGroupInfo, message: str, reason: str) -> JobOutcome:
     outcome = JobOutcome(job.queue, status, message, reason)
     if evicted or message or (status in ("Pending", "Gated") and job.has_pending()):
         outcome.causes = [*(evicted or []), *explain_job(ssn, job, fit, reason, message, cache)]
+    elif plain:
+        job.memo["outcome"] = (version, (status, message, reason))
     return outcome
 
 
