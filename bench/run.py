@@ -15,6 +15,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from endtoend import file_scenario, help_time, idle_round, print_targets
 from generate import cluster
 
 from kai.cycle import run_cycle
@@ -72,7 +73,9 @@ def measure(name: str, spec: dict, repeat: int) -> dict[str, float]:
         f"   peak memory         {rss / 1024:8.0f} MiB max RSS of the process "
         f"(+{(rss - rss_before) / 1024:.0f} MiB for this size)"
     )
-    return {"build": build, "cycle": best_total, "build_cpu": build_cpu, "cycle_cpu": best_cpu}
+    out = {"build": build, "cycle": best_total, "build_cpu": build_cpu, "cycle_cpu": best_cpu, "nodes": spec["nodes"]}
+    out.update({f"{step}_cpu": cpu_seconds for step, (_, cpu_seconds) in timings.items()})
+    return out
 
 
 def main() -> None:
@@ -83,10 +86,23 @@ def main() -> None:
         help="comma-separated sizes from scenarios.yaml",
     )
     parser.add_argument("--repeat", type=int, default=3, help="cycles per size; the one with least CPU is reported")
+    parser.add_argument(
+        "--end-to-end",
+        default="L",
+        help="sizes to run as `kai simulate` on a JSON file and as a round with nothing to do ('' for none)",
+    )
     args = parser.parse_args()
     specs = yaml.safe_load((Path(__file__).parent / "scenarios.yaml").read_text())["sizes"]
+    results: dict[str, dict[str, float]] = {}
     for name in args.sizes.split(","):
-        measure(name, specs[name], args.repeat if name != "L" else 1)
+        results[name] = measure(name, specs[name], args.repeat if name != "L" else 1)
+    gc.collect()
+    for name in filter(None, args.end_to_end.split(",")):
+        results[f"idle:{name}"] = idle_round(name, specs[name])
+        gc.collect()
+        results[f"file:{name}"] = file_scenario(name, specs[name])
+    results["help"] = help_time()
+    print_targets(results)
 
 
 if __name__ == "__main__":

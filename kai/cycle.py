@@ -66,13 +66,21 @@ def job_outcome(
     ssn: Session, job: PodGroupInfo, evicted: list[Cause] | None = None, cache: dict[Any, Any] | None = None
 ) -> JobOutcome:
     fit = ssn.fit_errors.get(job.key)
+    # Without a fit error or an eviction, an outcome that needs no explanation (a running job) depends on
+    # the pods' statuses only: it is remembered on the job while they stay as they are.
+    plain = fit is None and not evicted
+    version = job.version if plain else None
+    if plain:
+        memo = job.memo.get("outcome")
+        if memo is not None and memo[0] == version:
+            return JobOutcome(job.queue, *memo[1])  # type: ignore[misc]
     message, reason = (fit.message, fit.reason) if fit else ("", "")
     status = job.phase()
     if status in ("Pending", "Gated") and not message:
-        pods = list(job.pods)
-        if any(p.status is PodStatus.PIPELINED for p in pods):
+        counts = job.status_counts()
+        if counts.get(PodStatus.PIPELINED, 0):
             message, reason = "Pipelined: waits for resources that are being released.", "Pipelined"
-        elif not pods:
+        elif not any(counts.values()):
             message, reason = "The pod group has no pods yet.", "NotReady"
             if job.last_start is not None:
                 message = (
@@ -84,6 +92,8 @@ def job_outcome(
     outcome = JobOutcome(job.queue, status, message, reason)
     if evicted or message or (status in ("Pending", "Gated") and job.has_pending()):
         outcome.causes = [*(evicted or []), *explain_job(ssn, job, fit, reason, message, cache)]
+    elif plain:
+        job.memo["outcome"] = (version, (status, message, reason))
     return outcome
 
 
@@ -132,12 +142,16 @@ def _run_cycle(
     def open_step() -> None:
         box["ssn"] = open_session(snapshot, config, plugin_step)[0]
 
-    run_step("open_session", open_step)
-    ssn = box["ssn"]
-    for name in config.actions:
-        run = action(name)
-        if run is not None:
-            run_step(name, lambda run=run: run(ssn))
-    decisions: list[Decisions] = []
-    run_step("close_session", lambda: decisions.append(close_session(ssn)))
-    return decisions[0]
+    try:
+        run_step("open_session", open_step)
+        ssn = box["ssn"]
+        for name in config.actions:
+            run = action(name)
+            if run is not None:
+                run_step(name, lambda run=run: run(ssn))
+        decisions: list[Decisions] = []
+        run_step("close_session", lambda: decisions.append(close_session(ssn)))
+        return decisions[0]
+    finally:
+        if "ssn" in box:  # the session changed the snapshot's pods in place: put them back
+            box["ssn"].restore()

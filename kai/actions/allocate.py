@@ -35,7 +35,7 @@ class FreeResources:
             self.free -= self.ssn.vector(task)
 
     def too_big(self, job: PodGroupInfo) -> bool:
-        key = (job.key, sum(1 for p in job.pods if p.status is PodStatus.PENDING))
+        key = (job.key, job.pending_count())
         need = self.needs.get(key)
         if need is None:
             batch = tasks_to_allocate(self.ssn, job)

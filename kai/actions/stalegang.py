@@ -24,8 +24,18 @@ def _short_leaf(job: PodGroupInfo) -> tuple[str, int, int] | None:
 
 
 def is_stale(job: PodGroupInfo) -> bool:
-    statuses = {p.status for p in job.pods}
-    if not statuses & _PRESENT or PodStatus.SUCCEEDED in statuses:
+    version = job.version
+    cached = job.memo.get("stale")
+    if cached is not None and cached[0] == version:
+        return bool(cached[1])
+    stale = _is_stale(job)
+    job.memo["stale"] = (version, stale)
+    return stale
+
+
+def _is_stale(job: PodGroupInfo) -> bool:
+    counts = job.status_counts()
+    if counts.get(PodStatus.SUCCEEDED, 0) or not any(n for status, n in counts.items() if status in _PRESENT):
         return False
     return _short_leaf(job) is not None
 

@@ -71,11 +71,34 @@ def _bounded(amount: Decimal, value: object) -> Decimal:
     return amount
 
 
+# Parsed values by (unit, type, value): a cluster repeats a handful of quantities ("8Gi", "4") thousands
+# of times. Only valid quantities are kept; the type is part of the key, since 1 == 1.0 == True.
+_PARSED: dict[tuple[bool, type, object], float] = {}
+_PARSED_MAX = 65536
+
+
+def _cached(value: object, millis: bool) -> float:
+    key = (millis, type(value), value)
+    try:
+        return _PARSED[key]
+    except KeyError:
+        pass
+    except TypeError:  # not hashable: parse_quantity names it
+        amount = parse_quantity(value)
+        return float(amount * 1000) if millis else float(amount)
+    amount = parse_quantity(value)
+    result = float(amount * 1000) if millis else float(amount)
+    if len(_PARSED) >= _PARSED_MAX:
+        _PARSED.clear()
+    _PARSED[key] = result
+    return result
+
+
 def cpu_millis(value: object) -> float:
     """CPU quantity in millicores."""
-    return float(parse_quantity(value) * 1000)
+    return _cached(value, True)
 
 
 def as_float(value: object) -> float:
     """Any quantity (memory bytes, GPUs, pods, extended resources) as a float of base units."""
-    return float(parse_quantity(value))
+    return _cached(value, False)

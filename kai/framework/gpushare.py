@@ -74,8 +74,10 @@ class SharedGpus:
         idle: np.ndarray,
         releasing: np.ndarray,
         gpu_col: int,
+        node_state: Any = None,
     ) -> None:
         self.index = node_index
+        self.node_state = node_state  # the session's NodeState: told when a GPU starts being released
         self.idle = idle  # the session's node arrays (shared, updated in place)
         self.releasing = releasing
         self.gpu_col = gpu_col
@@ -115,8 +117,15 @@ class SharedGpus:
     def finish_loading(self) -> None:
         """A GPU whose every pod is releasing comes back whole: count it as a releasing GPU."""
         for row, node_groups in self.groups.items():
-            self.releasing[row, self.gpu_col] += sum(1 for g in node_groups.values() if g.fully_releasing)
+            released = sum(1 for g in node_groups.values() if g.fully_releasing)
+            self.releasing[row, self.gpu_col] += released
+            if released:
+                self._mark_releasing()
             self._sync(row)
+
+    def _mark_releasing(self) -> None:
+        if self.node_state is not None:
+            self.node_state.maybe_releasing = True
 
     @staticmethod
     def _new_id(row: int, pod: PodInfo, index: int) -> str:
@@ -216,6 +225,8 @@ class SharedGpus:
                 del node_groups[gid]
                 col = self.releasing if from_releasing else self.idle
                 col[row, self.gpu_col] += 1
+                if from_releasing:
+                    self._mark_releasing()
         self._sync(row)
 
     def release(self, row: int, task: PodInfo, sign: float = 1.0) -> None:
@@ -230,8 +241,10 @@ class SharedGpus:
             now = group.fully_releasing
             if now and not was:
                 self.releasing[row, self.gpu_col] += 1
+                self._mark_releasing()
             elif was and not now:
                 self.releasing[row, self.gpu_col] -= 1
+                self._mark_releasing()
         self._sync(row)
 
 

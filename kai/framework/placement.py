@@ -45,38 +45,64 @@ def filter_nodes(ssn: Session, task: PodInfo) -> np.ndarray:
     return mask
 
 
+def _fits(cols: list[np.ndarray], need: tuple[tuple[int, float], ...]) -> np.ndarray | None:
+    """Per node: every requested column has the amount (None: the request asks for nothing)."""
+    fits = None
+    for col, amount in need:
+        here = cols[col] >= amount
+        fits = here if fits is None else fits & here
+    return fits
+
+
 def find_node(
     ssn: Session, task: PodInfo, allow_pipeline: bool = True, subset: NodeSubset | None = None
 ) -> Placement | None:
     """The best node for the task, or None. Ties go to the first node by name. `subset` restricts the
-    nodes to a candidate node set (and adds its per-node score bonuses)."""
+    nodes to a candidate node set (and adds its per-node score bonuses).
+
+    One pass of whole-column numpy expressions over the node rows: no per-task copies of the node arrays."""
     nodes = ssn.nodes
-    if not len(nodes):
+    count = len(nodes)
+    if not count:
         return None
     vec = ssn.vector(task)
-    columns = np.flatnonzero(vec > 0)
-    mask = filter_nodes(ssn, task)
+    columns, need = ssn.request_columns(vec)
+    mask = nodes.usable
+    for flt in ssn.hooks.node_filters:
+        result = flt.fn(task)
+        if result is not None:
+            mask = mask & result
     if subset is not None:
-        mask &= subset.mask
-    need = vec[columns] - EPS
-    idle = nodes.idle[:, columns]
-    fits_idle = (idle >= need).all(axis=1)
-    fits_future = (idle + nodes.releasing[:, columns] >= need).all(axis=1) if allow_pipeline else fits_idle
+        mask = mask & subset.mask
+    fits_idle = _fits(nodes.idle_cols, need)
+    if fits_idle is None:
+        fits_idle = np.ones(count, dtype=bool)
+    fits_future = fits_idle
+    if allow_pipeline and nodes.maybe_releasing:
+        releasing = nodes.releasing_cols
+        busy = [col for col, _ in need if releasing[col].any()]
+        if busy:
+            idle = nodes.idle_cols
+            future = None
+            for col, amount in need:
+                here = (idle[col] + releasing[col] >= amount) if col in busy else (idle[col] >= amount)
+                future = here if future is None else future & here
+            fits_future = future if future is not None else fits_idle
     if task.gpu.is_shared:
         shared_now, shared_later = ssn.gpus.fit(task)
         fits_idle = fits_idle & shared_now
         fits_future = fits_future & (shared_later if allow_pipeline else shared_now)
-    candidates = np.flatnonzero(mask & fits_future)
-    if candidates.size == 0:
+    candidates = mask & fits_future
+    if not candidates.any():
         return None
-    ctx = PlacementContext(task, vec, columns, candidates, fits_idle[candidates])
-    score = np.zeros(candidates.size)
+    ctx = PlacementContext(task, vec, columns, candidates, fits_idle)
+    score = np.zeros(count)
     for scorer in ssn.hooks.node_scorers:
         score = score + scorer(ctx)
     if subset is not None and subset.scores is not None:
-        score = score + subset.scores[candidates]
-    best = int(np.argmax(score))
-    return Placement(int(candidates[best]), not bool(ctx.fits_idle[best]))
+        score = score + subset.scores
+    best = int(np.argmax(np.where(candidates, score, -np.inf)))
+    return Placement(best, not bool(fits_idle[best]))
 
 
 def explain_no_node(ssn: Session, task: PodInfo, subset: NodeSubset | None = None) -> str:
@@ -260,7 +286,7 @@ def _gang_failure(
 
 def tasks_to_allocate(ssn: Session, job: PodGroupInfo) -> list[PodInfo]:
     """The next batch: every leaf below minMember brought up to it, else one elastic extra pod."""
-    leaves = sorted(job.leaves, key=ssn.subgroup_key)
+    leaves = job.leaves if len(job.leaves) == 1 else sorted(job.leaves, key=ssn.subgroup_key)
     below = [sub for sub in leaves if sub.active() < sub.min_member]
     if below:
         batch: list[PodInfo] = []
@@ -281,8 +307,9 @@ def tasks_to_allocate(ssn: Session, job: PodGroupInfo) -> list[PodInfo]:
 def leaf_short_of_allocations(job: PodGroupInfo) -> SubGroupInfo | None:
     """A leaf that has pipelined pods but fewer truly allocated pods than its minMember."""
     for sub in job.leaves:
-        pipelined = any(p.status is PodStatus.PIPELINED for p in sub.pods)
-        allocated = sum(1 for p in sub.pods if p.status in (PodStatus.ALLOCATED, PodStatus.RUNNING))
+        counts = sub.counts()
+        pipelined = counts.get(PodStatus.PIPELINED, 0) > 0
+        allocated = counts.get(PodStatus.ALLOCATED, 0) + counts.get(PodStatus.RUNNING, 0)
         if pipelined and allocated < sub.min_member:
             return sub
     return None
@@ -291,8 +318,9 @@ def leaf_short_of_allocations(job: PodGroupInfo) -> SubGroupInfo | None:
 def gang_not_ready_message(job: PodGroupInfo) -> str:
     parts = []
     for sub in job.leaves:
-        exist = sum(1 for p in sub.pods if p.status not in (PodStatus.SUCCEEDED, PodStatus.FAILED))
-        gated = sum(1 for p in sub.pods if p.status is PodStatus.GATED)
+        counts = sub.counts()
+        exist = len(sub.pods) - counts.get(PodStatus.SUCCEEDED, 0) - counts.get(PodStatus.FAILED, 0)
+        gated = counts.get(PodStatus.GATED, 0)
         if exist - gated < sub.min_member:
             where = f" in sub-group {sub.name}" if len(job.subgroups) > 1 else ""
             parts.append(f"waiting for {sub.min_member} pods{where}: {exist} exist, {gated} of them gated")

@@ -35,7 +35,12 @@ EPS = 1e-9
 
 
 class NodeState:
-    """Per-node arrays: what each node has, what is idle, and what is being released."""
+    """Per-node arrays: what each node has, what is idle, and what is being released.
+
+    The arrays are column-major (Fortran order): each resource's column over the nodes is contiguous,
+    so that filtering and scoring one request touch only the columns it asks for, without copies.
+    `idle_cols[c]` / `releasing_cols[c]` are those column views (valid while the arrays are updated in
+    place, which is the only way the session changes them)."""
 
     def __init__(self, nodes: list[NodeInfo], space: ResourceSpace) -> None:
         self.infos = nodes
@@ -43,15 +48,21 @@ class NodeState:
         self.index = {name: i for i, name in enumerate(self.names)}
         self.space = space
         count, width = len(nodes), len(space.names)
-        self.allocatable = np.zeros((count, width))
+        self.allocatable = np.zeros((count, width), order="F")
+        column = {name: space.index(name) for name in space.names}
         for i, node in enumerate(nodes):
             for name, amount in node.allocatable.amounts.items():
-                self.allocatable[i, space.index(name)] = amount
-        self.idle = self.allocatable.copy()
-        self.releasing = np.zeros((count, width))
+                self.allocatable[i, column[name]] = amount
+        self.idle = self.allocatable.copy(order="F")
+        self.releasing = np.zeros((count, width), order="F")
         self.usable = np.array([n.usable for n in nodes], dtype=bool)
         self.gpu_col = space.index(GPU)
         self.has_gpu = self.allocatable[:, self.gpu_col] > 0 if count else np.zeros(0, dtype=bool)
+        # False while nothing on any node is being released (find_node then skips the releasing columns).
+        # Whoever adds to `releasing` sets it (Statement, SharedGpus, the session's loading).
+        self.maybe_releasing = False
+        self.idle_cols = [self.idle[:, c] for c in range(width)]
+        self.releasing_cols = [self.releasing[:, c] for c in range(width)]
 
     def __len__(self) -> int:
         return len(self.names)
@@ -59,13 +70,17 @@ class NodeState:
 
 @dataclass(slots=True)
 class PlacementContext:
-    """What scorers get for one task: the candidate nodes and what was computed about them already."""
+    """What scorers get for one task: the candidate nodes and what was computed about them already.
+
+    Both arrays run over every node row (no per-task copies of the node arrays); a scorer returns a
+    float (the same for every node) or an array over every node row, whose values at rows that are not
+    candidates are ignored."""
 
     task: PodInfo
     vector: np.ndarray
     columns: np.ndarray  # requested resource columns
-    candidates: np.ndarray  # node indices that may host the task (idle or releasing resources)
-    fits_idle: np.ndarray  # per candidate: fits without waiting for releases
+    candidates: np.ndarray  # bool per node row: may host the task (on idle or releasing resources)
+    fits_idle: np.ndarray  # bool per node row: fits without waiting for releases
 
 
 @dataclass(slots=True)
@@ -153,13 +168,20 @@ class Session:
         self.config = config
         self.now = snapshot.now
         self.queues: dict[str, QueueInfo] = snapshot.queues
-        self.jobs: dict[str, PodGroupInfo] = {k: pg.clone() for k, pg in snapshot.podgroups.items()}
+        # The session works on the snapshot's own pod groups (no copies): the Statement records each pod's
+        # state before it first changes it (`touch`), and `restore` puts every touched pod back once the
+        # cycle's decisions are taken, so that the snapshot is what it was.
+        self.jobs: dict[str, PodGroupInfo] = dict(snapshot.podgroups)
+        self.pods: list[PodInfo] = []  # every pod of `jobs`, job by job (for plugins that scan them all)
+        for job in self.jobs.values():
+            self.pods.extend(job.pods)
+        self._touched: dict[int, tuple[PodInfo, PodStatus, str, tuple[str, ...]]] = {}
+        requests = {id(p.requests): p.requests for p in self.pods}
         extra: set[str] = set()
         for node in snapshot.nodes:
             extra.update(node.allocatable.names())
-        for job in self.jobs.values():
-            for pod in job.pods:
-                extra.update(pod.requests.names())
+        for resources in requests.values():
+            extra.update(resources.names())
         self.space = ResourceSpace.build(extra)
         self.nodes = NodeState(snapshot.nodes, self.space)
         self.hooks = Hooks()
@@ -169,28 +191,60 @@ class Session:
         self.noted_causes: dict[str, list[Any]] = {}  # job key -> causes.Cause noted by actions and plugins
         self.evicted_gpus: dict[str, float] = {}  # per victim leaf queue, this cycle (disruption budget)
         self._vectors: dict[int, np.ndarray] = {}
+        self._needs: dict[int, tuple[np.ndarray, np.ndarray, tuple[tuple[int, float], ...]]] = {}
         self.min_gpu_memory_mib = min((n.gpu_memory_mib for n in snapshot.nodes if n.gpu_memory_mib), default=0)
-        self.gpus = SharedGpus(snapshot, self.nodes.index, self.nodes.idle, self.nodes.releasing, self.nodes.gpu_col)
-        for pod in snapshot.foreign_pods:  # another scheduler's pods are load too, shared GPUs included
-            self._hold(pod)
-            if pod.gpu.is_shared and pod.status in HOLDS_NODE:
-                self.gpus.hold(pod)
-        for job in self.jobs.values():
-            for pod in job.pods:
-                self._hold(pod)
-                if pod.gpu.is_shared and pod.status in HOLDS_NODE:
-                    self.gpus.hold(pod)
-        self.gpus.finish_loading()
+        self.gpus = SharedGpus(
+            snapshot, self.nodes.index, self.nodes.idle, self.nodes.releasing, self.nodes.gpu_col, self.nodes
+        )
+        # Another scheduler's pods are load too, shared GPUs included; then the session's own pods.
+        self._hold_all([*snapshot.foreign_pods, *self.pods])
 
-    def _hold(self, pod: PodInfo) -> None:
-        """Account a pod that already sits on a node in the snapshot."""
-        if pod.status not in HOLDS_NODE or pod.node not in self.nodes.index:
-            return
-        row = self.nodes.index[pod.node]
-        vec = self.vector(pod)
-        self.nodes.idle[row] -= vec
-        if pod.status is PodStatus.RELEASING:
-            self.nodes.releasing[row] += vec
+    def touch(self, pod: PodInfo) -> None:
+        """Remember the pod's state before the session first changes it."""
+        if id(pod) not in self._touched:
+            self._touched[id(pod)] = (pod, pod.status, pod.node, pod.gpu_groups)
+
+    def restore(self) -> None:
+        """Put every pod the session changed back as the snapshot had it (status counters included)."""
+        for pod, status, node, groups in self._touched.values():
+            old = pod.status
+            pod.status, pod.node, pod.gpu_groups = status, node, groups
+            if pod.owner is not None:
+                pod.owner.moved(old, status)
+        self._touched.clear()
+
+    def _hold_all(self, pods: list[PodInfo]) -> None:
+        """Account the pods that already sit on a node in the snapshot: their requests leave the node's
+        idle resources (in pod order, with one vectorised update), releasing pods' become releasing, and
+        fractional pods join their shared GPUs."""
+        index = self.nodes.index
+        rows: list[int] = []
+        vectors: list[np.ndarray] = []
+        releasing: list[int] = []  # positions in rows / vectors
+        shared: list[PodInfo] = []
+        for pod in pods:
+            if pod.status not in HOLDS_NODE:
+                continue
+            if pod.gpu.is_shared:
+                shared.append(pod)
+            row = index.get(pod.node)
+            if row is None:
+                continue
+            if pod.status is PodStatus.RELEASING:
+                releasing.append(len(rows))
+            rows.append(row)
+            vectors.append(self.vector(pod))
+        if rows:
+            at = np.array(rows, dtype=np.intp)
+            amounts = np.array(vectors)
+            np.subtract.at(self.nodes.idle, at, amounts)
+            if releasing:
+                np.add.at(self.nodes.releasing, at[releasing], amounts[releasing])
+                self.nodes.maybe_releasing = True
+        for pod in shared:
+            self.touch(pod)  # holding names the pod's GPU groups: the snapshot's pod gets them back
+            self.gpus.hold(pod)
+        self.gpus.finish_loading()
 
     # -- plugin-facing helpers --------------------------------------------------------------------
     def vector(self, pod: PodInfo) -> np.ndarray:
@@ -201,6 +255,15 @@ class Session:
             vec = self.space.vector(pod.requests)
             self._vectors[key] = vec
         return vec
+
+    def request_columns(self, vec: np.ndarray) -> tuple[np.ndarray, tuple[tuple[int, float], ...]]:
+        """The columns a request vector asks for, and (column, amount less EPS) for each (cached per vector)."""
+        found = self._needs.get(id(vec))
+        if found is None or found[0] is not vec:
+            columns = np.flatnonzero(vec > 0)
+            need = tuple((int(c), float(vec[c] - EPS)) for c in columns)
+            found = self._needs[id(vec)] = (vec, columns, need)
+        return found[1], found[2]
 
     def queue_path(self, queue: str) -> list[QueueInfo]:
         """The queue and its ancestors, leaf first."""

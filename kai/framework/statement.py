@@ -16,6 +16,15 @@ from kai.framework.session import Session
 from kai.model import PodInfo, PodStatus
 
 
+def _move(task: PodInfo, status: PodStatus) -> None:
+    """Change the task's status, keeping its sub-group's status counters right."""
+    old = task.status
+    task.status = status
+    owner = task.owner
+    if owner is not None:
+        owner.moved(old, status)
+
+
 @dataclass(slots=True)
 class _Op:
     kind: str  # allocate | pipeline | evict
@@ -40,11 +49,13 @@ class Statement:
     # -- operations -------------------------------------------------------------------------------
     def allocate(self, task: PodInfo, node: str) -> None:
         """Place the task on idle resources of the node; it will be bound."""
+        self.ssn.touch(task)
         nodes = self.ssn.nodes
         row = nodes.index[node]
         nodes.idle[row] -= self.ssn.vector(task)
         op = _Op("allocate", task, row, task.status, task.node, prev_groups=task.gpu_groups)
-        task.status, task.node = PodStatus.ALLOCATED, node
+        _move(task, PodStatus.ALLOCATED)
+        task.node = node
         if task.gpu.is_shared:
             op.gpu_undo, _ = self.ssn.gpus.take(row, task, self.ssn.gpu_key)
         self.ops.append(op)
@@ -52,6 +63,7 @@ class Statement:
 
     def pipeline(self, task: PodInfo, node: str) -> None:
         """Place the task on resources that are still being released; it waits for them."""
+        self.ssn.touch(task)
         nodes = self.ssn.nodes
         row = nodes.index[node]
         vec = self.ssn.vector(task)
@@ -59,7 +71,8 @@ class Statement:
         nodes.releasing[row] -= taken
         nodes.idle[row] -= vec - taken
         op = _Op("pipeline", task, row, task.status, task.node, from_releasing=taken, prev_groups=task.gpu_groups)
-        task.status, task.node = PodStatus.PIPELINED, node
+        _move(task, PodStatus.PIPELINED)
+        task.node = node
         if task.gpu.is_shared:
             op.gpu_undo, _ = self.ssn.gpus.take(row, task, self.ssn.gpu_key)
         self.ops.append(op)
@@ -67,11 +80,13 @@ class Statement:
 
     def evict(self, task: PodInfo, action: str, by: str = "", message: str = "") -> None:
         """Release a running (or just placed) task; its resources become releasing on its node."""
+        self.ssn.touch(task)
         nodes = self.ssn.nodes
         row = nodes.index.get(task.node, -1)
         vec = self.ssn.vector(task)
         if row >= 0:
             nodes.releasing[row] += vec
+            nodes.maybe_releasing = True
             if task.gpu.is_shared:
                 self.ssn.gpus.release(row, task)
         self.ops.append(
@@ -87,7 +102,7 @@ class Statement:
                 prev_groups=task.gpu_groups,
             )
         )
-        task.status = PodStatus.RELEASING
+        _move(task, PodStatus.RELEASING)
         self.ssn.fire_deallocate(task)
 
     def convert_to_pipelined(self, job_key: str) -> None:
@@ -96,7 +111,7 @@ class Statement:
             if op.kind == "allocate" and op.task.job_key == job_key and op.task.status is PodStatus.ALLOCATED:
                 op.kind = "pipeline"
                 op.from_releasing = np.zeros_like(self.ssn.vector(op.task))
-                op.task.status = PodStatus.PIPELINED
+                _move(op.task, PodStatus.PIPELINED)
 
     def unevict(self, task: PodInfo) -> None:
         """Forget that the task was evicted and placed again: it was pipelined back onto the node (and
@@ -117,6 +132,7 @@ class Statement:
         taken = placed.from_releasing if placed.from_releasing is not None else 0.0
         nodes.releasing[row] += taken - vec
         nodes.idle[row] += vec - taken
+        nodes.maybe_releasing = True
         short = np.minimum(nodes.releasing[row], 0.0)
         nodes.releasing[row] -= short
         nodes.idle[row] += short
@@ -124,7 +140,8 @@ class Statement:
             self.ssn.gpus.untake(row, task, placed.gpu_undo)
         if task.gpu.is_shared and evicted.row >= 0:
             self.ssn.gpus.release(evicted.row, task, sign=-1.0)
-        task.status, task.node, task.gpu_groups = evicted.prev_status, evicted.prev_node, evicted.prev_groups
+        _move(task, evicted.prev_status)
+        task.node, task.gpu_groups = evicted.prev_node, evicted.prev_groups
         del self.ops[pl]
         del self.ops[ev]
 
@@ -143,6 +160,7 @@ class Statement:
             elif op.kind == "pipeline":
                 taken = op.from_releasing if op.from_releasing is not None else 0.0
                 nodes.releasing[op.row] += taken
+                nodes.maybe_releasing = True
                 nodes.idle[op.row] += vec - taken
                 self.ssn.fire_deallocate(op.task)
             else:
@@ -150,11 +168,12 @@ class Statement:
                     nodes.releasing[op.row] -= vec
                     if op.task.gpu.is_shared:
                         self.ssn.gpus.release(op.row, op.task, sign=-1.0)
-                op.task.status = op.prev_status
+                _move(op.task, op.prev_status)
                 self.ssn.fire_allocate(op.task)
             if op.gpu_undo is not None:
                 self.ssn.gpus.untake(op.row, op.task, op.gpu_undo)
-            op.task.status, op.task.node, op.task.gpu_groups = op.prev_status, op.prev_node, op.prev_groups
+            _move(op.task, op.prev_status)
+            op.task.node, op.task.gpu_groups = op.prev_node, op.prev_groups
 
     def discard(self) -> None:
         self.rollback(0)

@@ -161,6 +161,9 @@ class PodInfo:
     host_ports: tuple[HostPort, ...] = ()  # containers[].ports[] with a hostPort
     claims: tuple[str, ...] = ()  # PersistentVolumeClaim names of spec.volumes, in the pod's namespace
     nominated_node: str = ""  # status.nominatedNodeName
+    # The leaf sub-group whose status counters this pod is counted in (kai.model.podgroup); set when
+    # the sub-group counts its pods, never copied by `clone`.
+    owner: Any = field(default=None, repr=False, compare=False)
 
     @property
     def key(self) -> str:

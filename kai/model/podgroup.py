@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from kai.model.pod import ACTIVE, ALIVE, ALLOCATED, PodInfo, PodStatus
 
 DEFAULT_SUBGROUP = "default"
+_READY = ALIVE - {PodStatus.GATED}  # living pods that are not gated
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,18 +28,65 @@ class SubGroupInfo:
     topology: TopologyConstraint | None = None
     children: list[str] = field(default_factory=list)
     pods: list[PodInfo] = field(default_factory=list)
+    # Pods per status, counted on first use and then kept up to date in O(1) by whoever changes a pod's
+    # status (the Statement, `kai simulate`'s apply step) through `moved`. Counted again when pods are
+    # added to or removed from `pods`.
+    _counts: dict[PodStatus, int] | None = field(default=None, repr=False, compare=False)
+    _counted: int = field(default=-1, repr=False, compare=False)
+    _version: int = field(default=0, repr=False, compare=False)  # changes whenever a pod's status does
 
     @property
     def is_leaf(self) -> bool:
         return not self.children
 
+    def counts(self) -> dict[PodStatus, int]:
+        """Pods per status (do not change the dict)."""
+        counts = self._counts
+        if counts is None or self._counted != len(self.pods):
+            counts = {}
+            for pod in self.pods:
+                status = pod.status
+                counts[status] = counts.get(status, 0) + 1
+                pod.owner = self
+            self._counts, self._counted = counts, len(self.pods)
+        return counts
+
+    def moved(self, old: PodStatus, new: PodStatus) -> None:
+        """One of this sub-group's pods changed status from `old` to `new`."""
+        if old is new:
+            return
+        self._version += 1
+        counts = self._counts
+        if counts is not None:
+            counts[old] -= 1
+            counts[new] = counts.get(new, 0) + 1
+
+    def recount(self) -> None:
+        """Forget the counts (after statuses were changed without `moved`)."""
+        self._counts = None
+        self._version += 1
+
+    @property
+    def version(self) -> tuple[int, int]:
+        """Changes whenever a pod's status changes (through `moved` / `recount`) or pods come or go."""
+        return self._version, len(self.pods)
+
     def count(self, statuses: frozenset[PodStatus]) -> int:
-        return sum(1 for p in self.pods if p.status in statuses)
+        total = 0
+        for status, n in self.counts().items():
+            if status in statuses:
+                total += n
+        return total
 
     def active(self) -> int:
         return self.count(ACTIVE)
 
+    def pending_count(self) -> int:
+        return self.counts().get(PodStatus.PENDING, 0)
+
     def pending(self) -> list[PodInfo]:
+        if not self.counts().get(PodStatus.PENDING, 0):
+            return []
         return [p for p in self.pods if p.status is PodStatus.PENDING]
 
 
@@ -59,6 +107,9 @@ class PodGroupInfo:
     stale_since: float | None = None
     implicit: bool = False  # made for a pod that names no PodGroup
     _leaves: list[SubGroupInfo] | None = field(default=None, repr=False, compare=False)
+    # Derived answers about the pods' statuses (why-pending outcome, staleness), each with the `version`
+    # it was computed at; for the core's caches, never copied by `clone`.
+    memo: dict[str, tuple[object, object]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def key(self) -> str:
@@ -72,22 +123,46 @@ class PodGroupInfo:
 
     @property
     def pods(self) -> Iterable[PodInfo]:
-        for sub in self.leaves:
-            yield from sub.pods
+        """Every pod of the job's leaves (do not change the collection)."""
+        leaves = self.leaves
+        if len(leaves) == 1:
+            return leaves[0].pods
+        return [p for sub in leaves for p in sub.pods]
+
+    @property
+    def version(self) -> object:
+        """Changes whenever one of the job's pods changes status (see SubGroupInfo.version)."""
+        leaves = self.leaves
+        if len(leaves) == 1:
+            return leaves[0].version
+        return tuple(sub.version for sub in leaves)
+
+    def status_counts(self) -> dict[PodStatus, int]:
+        """Pods per status over every leaf (do not change the dict)."""
+        leaves = self.leaves
+        if len(leaves) == 1:
+            return leaves[0].counts()
+        total: dict[PodStatus, int] = {}
+        for sub in leaves:
+            for status, n in sub.counts().items():
+                total[status] = total.get(status, 0) + n
+        return total
 
     def count(self, statuses: frozenset[PodStatus]) -> int:
         return sum(sub.count(statuses) for sub in self.leaves)
 
+    def pending_count(self) -> int:
+        return sum(sub.pending_count() for sub in self.leaves)
+
     def has_pending(self) -> bool:
-        return any(p.status is PodStatus.PENDING for p in self.pods)
+        leaves = self.leaves
+        if len(leaves) == 1:
+            return leaves[0].counts().get(PodStatus.PENDING, 0) > 0
+        return any(sub.pending_count() for sub in leaves)
 
     def is_ready(self) -> bool:
         """Every leaf has enough living, ungated pods to reach its minMember."""
-        for sub in self.leaves:
-            alive = sum(1 for p in sub.pods if p.status in ALIVE and p.status is not PodStatus.GATED)
-            if alive < sub.min_member:
-                return False
-        return True
+        return all(sub.count(_READY) >= sub.min_member for sub in self.leaves)
 
     def below_min(self) -> bool:
         return any(sub.active() < sub.min_member for sub in self.leaves)
@@ -100,14 +175,16 @@ class PodGroupInfo:
 
     def phase(self) -> str:
         """Running once every leaf has its minimum placed; Succeeded/Failed when all pods finished."""
-        pods = list(self.pods)
-        if pods and all(p.status in (PodStatus.SUCCEEDED, PodStatus.FAILED) for p in pods):
-            return "Succeeded" if any(p.status is PodStatus.SUCCEEDED for p in pods) else "Failed"
-        if not self.below_min() and self.count(ALLOCATED) > 0:
+        counts = self.status_counts()
+        total = sum(counts.values())
+        succeeded = counts.get(PodStatus.SUCCEEDED, 0)
+        if total and succeeded + counts.get(PodStatus.FAILED, 0) == total:
+            return "Succeeded" if succeeded else "Failed"
+        if not self.below_min() and sum(n for s, n in counts.items() if s in ALLOCATED) > 0:
             return "Running"
-        if self.count(ACTIVE) == 0 and any(p.status is PodStatus.RELEASING for p in pods):
+        if not sum(n for s, n in counts.items() if s in ACTIVE) and counts.get(PodStatus.RELEASING, 0):
             return "Releasing"
-        if pods and all(p.status is PodStatus.GATED for p in pods if p.status is not PodStatus.SUCCEEDED):
+        if total and counts.get(PodStatus.GATED, 0) == total - succeeded:
             return "Gated"
         return "Pending"
 

@@ -89,7 +89,7 @@ class GpuSharingOrderPlugin:
     def score(self, ctx: PlacementContext) -> np.ndarray | float:
         if not ctx.task.gpu.is_shared or not self.ssn.gpus.groups:
             return 0.0
-        return self.ssn.gpus.shares_a_group(ctx.task)[ctx.candidates] * SHARING_ORDER_SCORE
+        return self.ssn.gpus.shares_a_group(ctx.task) * SHARING_ORDER_SCORE
 
 
 register_plugin("gpupack")(lambda args: GpuOrderPlugin("gpupack", pack_key))

@@ -34,22 +34,31 @@ class NodePlacementPlugin:
             if count and count.isdigit() and int(count) > 0:
                 capacity[row, self.gpu_col] = float(count)
         self.capacity = capacity
+        # Per scored column (GPU, CPU): which nodes have it, and spread's denominators (whole columns).
+        self.has: dict[int, np.ndarray] = {}
+        self.spread_valid: dict[int, np.ndarray] = {}
+        self.spread_denominator: dict[int, np.ndarray] = {}
+        for col in (self.gpu_col, self.cpu_col):
+            cap = capacity[:, col]
+            self.has[col] = nodes.allocatable[:, col] > 0
+            self.spread_valid[col] = self.has[col] & (cap > 0)
+            self.spread_denominator[col] = np.where(cap > 0, cap, 1.0)
         ssn.hooks.node_scorers.append(self.score)
 
-    def score(self, ctx: PlacementContext) -> np.ndarray:
+    def score(self, ctx: PlacementContext) -> np.ndarray | float:
         gpu_task = ctx.task.needs_gpu
         col = self.gpu_col if gpu_task else self.cpu_col
         strategy = self.gpu_strategy if gpu_task else self.cpu_strategy
-        rows = ctx.candidates
         nodes = self.ssn.nodes
-        free = nodes.idle[rows, col] + nodes.releasing[rows, col]
-        has = nodes.allocatable[rows, col] > 0
+        free = nodes.idle_cols[col] + nodes.releasing_cols[col]
         if strategy == "spread":
-            cap = self.capacity[rows, col]
-            return np.where(has & (cap > 0), free / np.where(cap > 0, cap, 1.0), 0.0)
-        if not has.any():
-            return np.zeros(rows.size)
-        low, high = free[has].min(), free[has].max()
+            return np.where(self.spread_valid[col], free / self.spread_denominator[col], 0.0)
+        has = self.has[col]
+        scored = ctx.candidates & has
+        if not scored.any():
+            return 0.0
+        values = free[scored]
+        low, high = float(values.min()), float(values.max())
         if high - low <= 1e-9:
             return np.where(has, MAX_SCORE, 0.0)
         return np.where(has, MAX_SCORE * (1.0 - (free - low) / (high - low)), 0.0)

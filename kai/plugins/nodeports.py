@@ -56,7 +56,7 @@ class UsedPorts:
 
 
 def register_filter(ssn: Session) -> None:
-    pods = [p for job in ssn.jobs.values() for p in job.pods]
+    pods = list(ssn.pods)
     if not any(p.host_ports for p in pods):
         return  # no pod to place binds a host port
     used = UsedPorts(ssn)

@@ -18,7 +18,7 @@ class NominatedNodePlugin:
     name: str = "nominatednode"
 
     def on_session_open(self, ssn: Session) -> None:
-        if not any(p.nominated_node for job in ssn.jobs.values() for p in job.pods):
+        if not any(p.nominated_node for p in ssn.pods):
             return
         index = ssn.nodes.index
 
@@ -26,7 +26,9 @@ class NominatedNodePlugin:
             row = index.get(ctx.task.nominated_node, -1) if ctx.task.nominated_node else -1
             if row < 0:
                 return 0.0
-            return (ctx.candidates == row) * SCORE
+            bonus = np.zeros(len(ctx.candidates))
+            bonus[row] = SCORE
+            return bonus
 
         ssn.hooks.node_scorers.append(score)
 

@@ -33,7 +33,7 @@ class PlacedPods:
         self._dirty: dict[int, PodInfo] = {}
         self._movers: list[Mover] = []
         self.version = 0  # changes whenever a pod moves
-        pods = [p for job in ssn.jobs.values() for p in job.pods] + list(ssn.snapshot.foreign_pods)
+        pods = [*ssn.pods, *ssn.snapshot.foreign_pods]
         for pod in pods:
             row = self._where(pod)
             if row >= 0:

@@ -133,7 +133,7 @@ class PodAffinityState:
         # per signature, the held terms that match it (reset when a new term is held)
         self._anti_for: dict[Signature, list[tuple[PodAffinityTerm, dict[int, int]]]] = {}
         self._preferred_for: dict[Signature, list[tuple[Holder, dict[int, int]]]] = {}
-        pods = [p for job in ssn.jobs.values() for p in job.pods] + list(ssn.snapshot.foreign_pods)
+        pods = [*ssn.pods, *ssn.snapshot.foreign_pods]
         with_terms = [p.pod_affinity for p in pods if p.pod_affinity is not None]
         self.any_anti = any(a.anti_required for a in with_terms)  # some pod may impose the symmetric rule
         self.any_preferred = any(a.has_preferred for a in with_terms)
@@ -338,7 +338,7 @@ def affinity_state(ssn: Session) -> PodAffinityState | None:
     """The session's state, or None when no pod of the session has pod-affinity terms."""
     state = _STATES.get(ssn)
     if state is None:
-        if not any(p.pod_affinity is not None for job in ssn.jobs.values() for p in job.pods) and not any(
+        if not any(p.pod_affinity is not None for p in ssn.pods) and not any(
             p.pod_affinity is not None for p in ssn.snapshot.foreign_pods
         ):
             return None
@@ -392,7 +392,7 @@ class PodAffinityPlugin:
 
         def score(ctx: PlacementContext) -> np.ndarray | float:
             raw = state.score(ctx.task)
-            return 0.0 if raw is None else raw[ctx.candidates] * SCORE_WEIGHT
+            return 0.0 if raw is None else raw * SCORE_WEIGHT
 
         ssn.hooks.node_scorers.append(score)
 

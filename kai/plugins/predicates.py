@@ -57,6 +57,7 @@ class PredicatesPlugin:
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
         self.max_node = ssn.nodes.allocatable.max(axis=0) if len(ssn.nodes) else None
+        self._fits_largest: dict[int, bool] = {}
         hooks = ssn.hooks
         hooks.pre_predicates.append(self.fits_largest_node)
         hooks.node_filters.append(
@@ -105,9 +106,12 @@ class PredicatesPlugin:
         if self.max_node is None:
             return unresolvable("NoNodes", "the cluster has no nodes")
         vec = self.ssn.vector(task)
-        over = np.flatnonzero(vec > self.max_node + 1e-9)
-        if over.size == 0:
+        fits = self._fits_largest.get(id(vec))
+        if fits is None:  # the session's vectors live as long as the session: their ids stay theirs
+            fits = self._fits_largest[id(vec)] = not bool((vec > self.max_node + 1e-9).any())
+        if fits:
             return SUCCESS
+        over = np.flatnonzero(vec > self.max_node + 1e-9)
         name = self.ssn.space.names[int(over[0])]
         top = float(self.max_node[over[0]])
         if top <= 0:

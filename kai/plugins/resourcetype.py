@@ -24,7 +24,7 @@ class ResourceTypePlugin:
     def score(self, ctx: PlacementContext) -> np.ndarray | float:
         if ctx.task.needs_gpu:
             return 0.0
-        return self.cpu_only[ctx.candidates]
+        return self.cpu_only
 
 
 register_plugin("resourcetype")(lambda args: ResourceTypePlugin())

@@ -15,7 +15,68 @@ from kai.usage import snapshot_allocations
 
 
 def render_json(result: SimulationResult) -> str:
-    return json.dumps(to_json_dict(result), sort_keys=True, indent=2) + "\n"
+    """The contract's JSON text: exactly `json.dumps(..., sort_keys=True, indent=2)`, written without the
+    standard library's pure-Python indenting encoder (seconds on a cluster of 50,000 pods)."""
+    data = to_json_dict(result)
+    out: list[str] = []
+    try:
+        _encode(data, "\n", out)
+    except _NotPlain:
+        return json.dumps(data, sort_keys=True, indent=2) + "\n"
+    out.append("\n")
+    return "".join(out)
+
+
+class _NotPlain(Exception):
+    """A value `_encode` leaves to the json module (a key that is not a string, an odd type)."""
+
+
+_quote = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+
+
+def _encode(value: Any, newline: str, out: list[str]) -> None:
+    """Append `value` as json.dumps(sort_keys=True, indent=2) writes it; `newline` is a newline and the
+    current indentation."""
+    if isinstance(value, str):
+        out.append(_quote(value))
+    elif value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif isinstance(value, int):
+        out.append(int.__repr__(value))
+    elif isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise _NotPlain
+        out.append(float.__repr__(value))
+    elif isinstance(value, dict):
+        if not value:
+            out.append("{}")
+            return
+        if not all(isinstance(key, str) for key in value):
+            raise _NotPlain
+        inner = newline + "  "
+        separator = "{" + inner
+        for key in sorted(value):
+            out.append(separator + _quote(key) + ": ")
+            separator = "," + inner
+            _encode(value[key], inner, out)
+        out.append(newline + "}")
+    elif isinstance(value, list | tuple):
+        if not value:
+            out.append("[]")
+            return
+        inner = newline + "  "
+        separator = "[" + inner
+        for item in value:
+            out.append(separator)
+            separator = "," + inner
+            _encode(item, inner, out)
+        out.append(newline + "]")
+    else:
+        raise _NotPlain
 
 
 def _num(value: float) -> str:

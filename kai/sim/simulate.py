@@ -25,10 +25,28 @@ class SimulationResult:
     last: Decisions | None = None  # the last round's decisions (queue report, pod group outcomes)
 
 
-def apply_decisions(snapshot: ClusterSnapshot, decisions: Decisions) -> ClusterSnapshot:
-    """The cluster after it carried out the decisions."""
-    podgroups = {key: pg.clone() for key, pg in snapshot.podgroups.items()}
-    pods = {p.key: p for pg in podgroups.values() for p in pg.pods}
+def pod_owners(snapshot: ClusterSnapshot) -> dict[str, str]:
+    """Pod key -> the key of its pod group."""
+    return {p.key: key for key, pg in snapshot.podgroups.items() for p in pg.pods}
+
+
+def apply_decisions(
+    snapshot: ClusterSnapshot, decisions: Decisions, owners: dict[str, str] | None = None
+) -> ClusterSnapshot:
+    """The cluster after it carried out the decisions. Only the pod groups the decisions name are copied
+    (and changed); the others are shared with `snapshot`, which is left as it is. `owners` (pod key ->
+    pod group key, see `pod_owners`) spares looking the pods up again in every round."""
+    if owners is None:
+        owners = pod_owners(snapshot)
+    touched = set(decisions.last_start) | set(decisions.stale_since)
+    for pod_key in [b.pod for b in decisions.bindings] + [e.pod for e in decisions.evictions]:
+        job_key = owners.get(pod_key)
+        if job_key is not None:
+            touched.add(job_key)
+    podgroups = dict(snapshot.podgroups)
+    for key in touched & podgroups.keys():
+        podgroups[key] = podgroups[key].clone()
+    pods = {p.key: p for key in touched & podgroups.keys() for p in podgroups[key].pods}
     for binding in decisions.bindings:
         pod = pods[binding.pod]
         pod.status, pod.node, pod.gpu_groups = PodStatus.RUNNING, binding.node, binding.gpu_groups
@@ -61,11 +79,12 @@ def apply_decisions(snapshot: ClusterSnapshot, decisions: Decisions) -> ClusterS
 def simulate(snapshot: ClusterSnapshot, config: SchedulerConfig, rounds: int = 1) -> SimulationResult:
     result = SimulationResult()
     state = snapshot
+    owners = pod_owners(snapshot)  # rounds move pods between statuses, never between pod groups
     for number in range(1, rounds + 1):
         decisions = run_cycle(state, config)
         result.rounds.append(RoundResult(number, decisions))
         result.last = decisions
-        state = apply_decisions(state, decisions)
+        state = apply_decisions(state, decisions, owners)
     result.final = state
     return result
 

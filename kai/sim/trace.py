@@ -190,6 +190,8 @@ class TraceSimulator:
                 self.pod_job[pod.key] = key
                 if pod.status is PodStatus.RELEASING:  # on its way out: gone by the first cycle
                     pod.status, pod.node = PodStatus.SUCCEEDED, ""
+                    if pod.owner is not None:
+                        pod.owner.recount()
                 elif pod.status in HOLDS_NODE and pod.node in self.node_row:
                     self._pod_runs(pg, pod, pod.node, pending_before=False)
                 elif pod.status is PodStatus.PENDING:
@@ -474,6 +476,8 @@ class TraceSimulator:
             if pod.key in self.pod_node:
                 self._pod_stops(pg, pod, back_to_pending=True)
                 pod.status, pod.node, pod.gpu_groups = PodStatus.PENDING, "", ()
+        for sub in pg.leaves:
+            sub.recount()
         if self.params.restart_delay > 0:
             # Its pods are deleted and recreated by the job's controller: it is back after the delay.
             self._withdraw(self.state.podgroups.pop(pg.key))

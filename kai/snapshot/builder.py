@@ -15,7 +15,7 @@ from typing import Any
 
 from kai.api import keys
 from kai.api.errors import Problem
-from kai.api.gpusharing import parse_gpu_sharing
+from kai.api.gpusharing import MPS_ANNOTATION, parse_gpu_sharing
 from kai.api.quantity import QuantityError, as_float, cpu_millis
 from kai.api.queuevalues import odd_queue_values
 from kai.api.timeutil import parse_duration, parse_time
@@ -66,6 +66,59 @@ DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 
+ACCEPTED_KINDS = {
+    ("", "Node"),
+    ("", "Pod"),
+    ("scheduling.run.ai", "Queue"),
+    ("scheduling.run.ai", "PodGroup"),
+    ("scheduling.k8s.io", "PriorityClass"),
+    ("kai.scheduler", "Topology"),
+    ("", "Namespace"),
+    ("", "PersistentVolumeClaim"),
+    ("", "PersistentVolume"),
+    ("storage.k8s.io", "StorageClass"),
+}
+GPU_SHARING_ANNOTATIONS = (
+    keys.GPU_FRACTION_ANNOTATION,
+    keys.GPU_MEMORY_ANNOTATION,
+    keys.GPU_FRACTION_NUM_DEVICES_ANNOTATION,
+    MPS_ANNOTATION,
+)
+
+
+def _content_key(spec: dict[str, Any]) -> tuple[Any, ...] | None:
+    """What decides a pod's effective request (containers' and init containers' requests and limits,
+    overhead), as a hashable key; None when it holds anything but plain strings and numbers."""
+    parts: list[Any] = []
+    for section in ("containers", "initContainers"):
+        for container in spec.get(section) or ():
+            if not isinstance(container, dict):
+                parts.append(None)
+                continue
+            res = container.get("resources") or {}
+            if not isinstance(res, dict):
+                return None
+            for part in ("limits", "requests"):
+                values = res.get(part) or {}
+                if not isinstance(values, dict):
+                    return None
+                parts.append(tuple(values.items()))
+                parts.append(tuple(map(type, values.values())))
+        parts.append(section)
+    overhead = spec.get("overhead")
+    if overhead is not None:
+        if not isinstance(overhead, dict):
+            return None
+        parts.append(tuple(overhead.items()))
+        parts.append(tuple(map(type, overhead.values())))
+    key = tuple(parts)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
 @dataclass
 class BuildResult:
     snapshot: ClusterSnapshot
@@ -99,6 +152,8 @@ class SnapshotBuilder:
         self.queue_label_key = queue_label_key  # KAI's --queue-label-key: names a lone pod's queue
         self.problems: list[Problem] = []
         self.warnings: list[str] = []
+        self._requests: dict[tuple[Any, ...], Resources] = {}  # pod request content -> its Resources
+        self._gpu_requests: dict[int, tuple[Resources, GpuRequest]] = {}  # for pods without sharing annotations
         self.by_kind: dict[str, list[dict[str, Any]]] = {
             k: [] for k in ("Node", "Queue", "PodGroup", "PriorityClass", "Pod", "Topology", *STORAGE_KINDS)
         }
@@ -109,19 +164,7 @@ class SnapshotBuilder:
         for obj in objects:
             kind = str(obj.get("kind") or "")
             group = _group(str(obj.get("apiVersion") or ""))
-            accepted = {
-                ("", "Node"),
-                ("", "Pod"),
-                ("scheduling.run.ai", "Queue"),
-                ("scheduling.run.ai", "PodGroup"),
-                ("scheduling.k8s.io", "PriorityClass"),
-                ("kai.scheduler", "Topology"),
-                ("", "Namespace"),
-                ("", "PersistentVolumeClaim"),
-                ("", "PersistentVolume"),
-                ("storage.k8s.io", "StorageClass"),
-            }
-            if (group, kind) in accepted:
+            if (group, kind) in ACCEPTED_KINDS:
                 if not isinstance(obj.get("metadata"), dict) or not obj["metadata"].get("name"):
                     self._problem(kind, obj, "metadata.name", "is missing")
                     continue
@@ -755,7 +798,20 @@ class SnapshotBuilder:
         return PodStatus.PENDING
 
     def _pod_requests(self, obj: dict[str, Any], spec: dict[str, Any]) -> Resources | None:
-        """Effective request: max(sum of containers, largest init container) plus overhead (as kube-scheduler)."""
+        """Effective request: max(sum of containers, largest init container) plus overhead (as kube-scheduler).
+        Parsed once per distinct content: pods with the same requests share one (never changed) Resources."""
+        key = _content_key(spec)
+        if key is not None:
+            found = self._requests.get(key)
+            if found is not None:
+                return found
+        before = len(self.problems)
+        parsed = self._parse_pod_requests(obj, spec)
+        if key is not None and parsed is not None and len(self.problems) == before:
+            self._requests[key] = parsed
+        return parsed
+
+    def _parse_pod_requests(self, obj: dict[str, Any], spec: dict[str, Any]) -> Resources | None:
         total: dict[str, float] = {}
         init_max: dict[str, float] = {}
         ok = True
@@ -796,6 +852,11 @@ class SnapshotBuilder:
     ) -> GpuRequest | None:
         if requests is None:
             return None
+        plain = not any(name in annotations for name in GPU_SHARING_ANNOTATIONS)
+        if plain:
+            found = self._gpu_requests.get(id(requests))
+            if found is not None and found[0] is requests:
+                return found[1]
         whole = int(requests.get(GPU))
         sharing = parse_gpu_sharing(annotations, whole)
         for fld, message in sharing.problems:
@@ -803,13 +864,16 @@ class SnapshotBuilder:
         if sharing.problems:
             return None
         mig = tuple(sorted((n, int(a)) for n, a in requests.amounts.items() if n.startswith(keys.MIG_RESOURCE_PREFIX)))
-        return GpuRequest(
+        request = GpuRequest(
             whole=whole,
             fraction=sharing.fraction,
             memory_mib=sharing.memory_mib,
             num_devices=sharing.num_devices if sharing.shared else 1,
             mig=mig,
         )
+        if plain:
+            self._gpu_requests[id(requests)] = (requests, request)
+        return request
 
     def _required_affinity(self, obj: dict[str, Any], spec: dict[str, Any]) -> tuple[NodeSelectorTerm, ...] | None:
         node_affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}

@@ -24,6 +24,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from kai.api.errors import Problem
@@ -111,6 +112,26 @@ def structure_depth(value: Any, limit: int) -> int:
     return worst
 
 
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{}"')
+
+
+def json_text_depth(text: str) -> int:
+    """The nesting depth of a valid JSON text (the root collection is level 1), from its brackets outside
+    strings: escaped backslashes and quotes go first, then every byte but brackets and quotes, then the
+    strings; a running sum over what is left. C-speed passes over the text, no walk over the objects."""
+    data = text.encode("utf-8", "surrogatepass").replace(b"\\\\", b"").replace(b'\\"', b"")
+    kept = data.translate(None, _NOT_STRUCTURE)
+    if not kept:
+        return 0
+    marks = np.frombuffer(kept, dtype=np.uint8)
+    quotes = marks == ord('"')
+    outside = (np.cumsum(quotes, dtype=np.int32) & 1) == 0  # an even number of quotes before: not in a string
+    opens = (marks == ord("{")) | (marks == ord("["))
+    closes = (marks == ord("}")) | (marks == ord("]"))
+    steps = (opens & outside).astype(np.int32) - (closes & outside)
+    return int(np.cumsum(steps).max())
+
+
 def _yaml_error(err: yaml.YAMLError, where: str) -> Problem:
     mark = getattr(err, "problem_mark", None)
     at = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "document"
@@ -132,7 +153,7 @@ def parse_text(text: str, where: str, limit: int = MAX_DEPTH) -> tuple[list[Any]
         except ValueError:
             pass  # YAML's flow style is not always JSON: read it as YAML below
         else:
-            if structure_depth(document, limit) > limit:
+            if json_text_depth(text) > limit:
                 return [], Problem(where, "document", f"is nested more than {limit} levels deep")
             return [document], None
     try:

@@ -228,6 +228,7 @@ def _string_form(value: Any) -> str | None:
 
 
 _DROPPED = object()
+_TEXT = (Str, Time)  # leaf schemas that keep a string value as it is
 
 
 class _Walk:
@@ -284,9 +285,12 @@ class _Walk:
         while stack:
             node_schema, value, path = stack.pop()
             if isinstance(node_schema, Map):
-                items = list(value.items())
                 if node_schema.values is not None:
-                    for key, child in items:
+                    if type(node_schema.values) is Str and all(
+                        type(k) is str and type(v) is str for k, v in value.items()
+                    ):
+                        continue  # a map of strings: nothing to check or normalise
+                    for key, child in list(value.items()):
                         key_text = _string_form(key)
                         child_path = f"{path}[{key_text if key_text is not None else show(key)}]"
                         if key_text is None:
@@ -305,8 +309,11 @@ class _Walk:
                             del value[key]
                     continue
                 for key, child_schema in node_schema.fields.items():
-                    if key not in value or value[key] is None:
+                    child = value.get(key)
+                    if child is None:
                         continue
+                    if type(child) is str and type(child_schema) in _TEXT:
+                        continue  # a string where a string or a timestamp belongs: as it is
                     self.child(child_schema, value, key, f"{path}.{key}" if path else key, stack)
             elif isinstance(node_schema, List):
                 for index in range(len(value)):

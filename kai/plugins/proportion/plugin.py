@@ -118,6 +118,7 @@ class ProportionPlugin:
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
         self._vectors: dict[object, np.ndarray] = {}
+        self._paths: dict[str, list[QueueAttrs]] = {}
         self._job_requests: dict[str, np.ndarray] = {}
         self._order_keys: dict[str, tuple[str, tuple[Any, ...]]] = {}
         self._constants: dict[str, tuple[list[float], list[float], list[float], AllocatableShare]] = {}
@@ -130,16 +131,7 @@ class ProportionPlugin:
                 limit=np.array([r.limit if r else -1.0 for r in res]),
                 weight=np.array([r.over_quota_weight if r else 1.0 for r in res]),
             )
-        for job in ssn.jobs.values():
-            if job.queue not in self.attrs:
-                continue
-            for pod in job.pods:
-                vec = self.queue_vector(pod)
-                if pod.status in ALLOCATED:
-                    self._add(job, vec, self._path(job.queue))
-                if pod.status in ALLOCATED or pod.status is PodStatus.PENDING:  # request = allocated + pending
-                    for attrs in self._path(job.queue):
-                        attrs.request += vec
+        self._load(ssn)
         self._divide()
         ssn.decisions.queues = self.report()
         ssn.accounting = self
@@ -149,6 +141,57 @@ class ProportionPlugin:
         hooks.on_allocate.append(lambda task: self._on_change(task, +1.0))
         hooks.on_deallocate.append(lambda task: self._on_change(task, -1.0))
         ReclaimRules(self, self.saturation_multiplier, ssn).register()
+
+    def _load(self, ssn: Session) -> None:
+        """Every queue's allocation and request from the session's pods (request = allocated + pending),
+        summed with one vectorised update per array, pod by pod in job order as one at a time would."""
+        names = list(self.attrs)
+        position = {name: i for i, name in enumerate(names)}
+        paths: dict[str, list[int]] = {}
+        vectors: list[np.ndarray] = []
+        slot: dict[int, int] = {}  # id(queue vector) -> row in vectors
+        targets: dict[str, tuple[list[int], list[int]]] = {"allocated": ([], []), "np": ([], []), "request": ([], [])}
+        alloc_q, alloc_v = targets["allocated"]
+        np_q, np_v = targets["np"]
+        req_q, req_v = targets["request"]
+        for job in ssn.jobs.values():
+            if job.queue not in self.attrs:
+                continue
+            path = paths.get(job.queue)
+            if path is None:
+                path = paths[job.queue] = [position[q.name] for q in ssn.queue_path(job.queue)]
+            for pod in job.pods:
+                status = pod.status
+                allocated = status in ALLOCATED
+                if not allocated and status is not PodStatus.PENDING:
+                    continue
+                vec = self.queue_vector(pod)
+                v = slot.get(id(vec))
+                if v is None:
+                    v = slot[id(vec)] = len(vectors)
+                    vectors.append(vec)
+                if allocated:
+                    alloc_q.extend(path)
+                    alloc_v.extend([v] * len(path))
+                    if not job.preemptible:
+                        np_q.extend(path)
+                        np_v.extend([v] * len(path))
+                req_q.extend(path)
+                req_v.extend([v] * len(path))
+        if not vectors:
+            return
+        table = np.array(vectors)
+        for what, (queues, rows) in targets.items():
+            if not queues:
+                continue
+            sums = np.zeros((len(names), 3))
+            np.add.at(sums, np.array(queues, dtype=np.intp), table[rows])
+            touched = set(queues)
+            for i, name in enumerate(names):
+                if i in touched:
+                    attrs = self.attrs[name]
+                    field_name = "allocated_np" if what == "np" else what
+                    setattr(attrs, field_name, sums[i].copy())
 
     @staticmethod
     def _total(ssn: Session) -> np.ndarray:
@@ -178,7 +221,8 @@ class ProportionPlugin:
     def queue_vector(self, pod: PodInfo) -> np.ndarray:
         """What the pod counts as in queue accounting: (GPUs incl. fractions and MIG, cpu, memory)."""
         placed_by_memory = pod.gpu.memory_mib > 0 and pod.status in HOLDS_NODE and pod.node in self.ssn.nodes.index
-        key: object = (id(pod.requests), pod.node) if placed_by_memory else id(pod.requests)
+        # Pods share Resources objects (one per distinct request); the GPU share comes from pod.gpu.
+        key: object = (id(pod.requests), pod.gpu, pod.node) if placed_by_memory else (id(pod.requests), pod.gpu)
         vec = self._vectors.get(key)
         if vec is None:
             if placed_by_memory:  # a placed gpu-memory pod counts as its portion of that node's GPUs
@@ -193,7 +237,10 @@ class ProportionPlugin:
         return vec
 
     def _path(self, queue: str) -> list[QueueAttrs]:
-        return [self.attrs[q.name] for q in self.ssn.queue_path(queue)]
+        path = self._paths.get(queue)
+        if path is None:
+            path = self._paths[queue] = [self.attrs[q.name] for q in self.ssn.queue_path(queue)]
+        return path
 
     @staticmethod
     def _add(job: PodGroupInfo, vec: np.ndarray, path: list[QueueAttrs]) -> None:
