@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kai.model import ClaimAllocation
+
 
 @dataclass(frozen=True, slots=True)
 class Binding:
@@ -60,18 +62,28 @@ class Decisions:
     # action tried), "scheduled" (jobs it placed), "simulated" / "filtered" (victim scenarios tried /
     # skipped before a trial), "preemption_attempts" (jobs the preempt action tried).
     counts: dict[tuple[str, str], int] = field(default_factory=dict)
+    # Dynamic Resource Allocation: the devices each bound pod's resource claims get (pod key -> one per
+    # claim entry of the pod), for the BindRequest's resourceClaimAllocations.
+    claim_allocations: dict[str, tuple[ClaimAllocation, ...]] = field(default_factory=dict)
 
     def count(self, counter: str, action: str, n: int = 1) -> None:
         key = (counter, action)
         self.counts[key] = self.counts.get(key, 0) + n
 
+    def _bound(self, binding: Binding) -> dict[str, Any]:
+        entry: dict[str, Any] = {"pod": binding.pod, "node": binding.node, "gpuGroups": sorted(binding.gpu_groups)}
+        claims = self.claim_allocations.get(binding.pod)
+        if claims:  # what kai adds: the devices of the pod's DRA resource claims
+            entry["resourceClaims"] = [
+                {"name": c.name, "claim": c.claim, "devices": [d.key for d in c.devices]}
+                for c in sorted(claims, key=lambda c: c.name)
+            ]
+        return entry
+
     def placements(self) -> dict[str, list[dict[str, Any]]]:
         """Bound, pipelined and evicted pods as the contract prints them, sorted for byte-identical output."""
         return {
-            "bound": sorted(
-                ({"pod": b.pod, "node": b.node, "gpuGroups": sorted(b.gpu_groups)} for b in self.bindings),
-                key=lambda e: e["pod"],
-            ),
+            "bound": sorted((self._bound(b) for b in self.bindings), key=lambda e: e["pod"]),
             "pipelined": sorted(({"pod": p.pod, "node": p.node} for p in self.pipelined), key=lambda e: e["pod"]),
             "evicted": sorted(
                 ({"pod": e.pod, "node": e.node, "action": e.action, "by": e.by} for e in self.evictions),
