@@ -66,6 +66,11 @@ def find_node(
         shared_now, shared_later = ssn.gpus.fit(task)
         fits_idle = fits_idle & shared_now
         fits_future = fits_future & (shared_later if allow_pipeline else shared_now)
+    for fit in ssn.hooks.node_fits:  # resources plugins track themselves (DRA devices)
+        found = fit.fn(task)
+        if found is not None:
+            fits_idle = fits_idle & found[0]
+            fits_future = fits_future & (found[1] if allow_pipeline else found[0])
     candidates = np.flatnonzero(mask & fits_future)
     if candidates.size == 0:
         return None
@@ -118,6 +123,12 @@ def explain_no_node(ssn: Session, task: PodInfo, subset: NodeSubset | None = Non
         if short.any():
             what = "GPU memory" if task.gpu.memory_mib else "GPU"
             reasons[f"node(s) had no {what} with room for the shared request"] += int(short.sum())
+    for fit in ssn.hooks.node_fits:
+        found = fit.fn(task)
+        if found is not None:
+            short = remaining & ~found[1]
+            if short.any():
+                reasons[f"node(s) {fit.reason}"] += int(short.sum())
     parts = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items(), key=lambda r: (-r[1], r[0])))
     return f"0/{total} nodes are available: {parts}." if parts else f"0/{total} nodes are available."
 

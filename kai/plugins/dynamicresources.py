@@ -29,7 +29,7 @@ import numpy as np
 
 from kai.api import keys
 from kai.framework.plugin import register_plugin
-from kai.framework.session import NamedFilter, Session
+from kai.framework.session import NamedFilter, NamedFit, Session
 from kai.framework.status import SUCCESS, Status, unresolvable
 from kai.model import (
     HOLDS_NODE,
@@ -38,12 +38,14 @@ from kai.model import (
     Device,
     DeviceRequest,
     PodInfo,
+    PodStatus,
     ResourceClaimInfo,
 )
 from kai.model.dra import ALL, EXACT_COUNT, RESERVED_FOR_MAX
 from kai.plugins.dracel import Selectors
 
 REASON = "DynamicResources"
+NOW, LATER, ANY = "now", "later", "any"
 MAX_STEPS = 20_000  # backtracking steps per allocation try (a pathological claim fails, never hangs)
 _DRIVER_IS = re.compile(r"""^\s*device\.driver\s*==\s*(?:"([^"\\]*)"|'([^'\\]*)')\s*$""")
 
@@ -71,11 +73,12 @@ class DynamicResourcesPlugin:
         self.devices: dict[str, Device] = {d.key: d for d in snap.devices}
         self.order = {d.key: i for i, d in enumerate(snap.devices)}
         self.used: dict[str, str] = {}  # device key -> claim key
+        self.releasing: set[str] = set()  # devices freed by an eviction of this session (pipelining only)
         self.alloc: dict[str, Allocation] = {}
         self.users: dict[str, set[str]] = {}
         self.remembered: dict[str, Allocation] = {}
         self.version = 0
-        self._cache: dict[tuple[object, ...], tuple[np.ndarray | None, str]] = {}
+        self._cache: dict[tuple[object, ...], tuple[np.ndarray, np.ndarray | None, str]] = {}
         self._candidates: dict[tuple[str, tuple[str, ...]], tuple[list[Device], str]] = {}
         self._groups: dict[tuple[str, tuple[str, ...]], tuple[dict[str, list[Device]], list[Device]]] = {}
         for claim in self.claims.values():
@@ -91,9 +94,11 @@ class DynamicResourcesPlugin:
         hooks = ssn.hooks
         hooks.pre_predicates.append(self.pre_predicate)
         self.pinned = NamedFilter("dynamicresources-allocated", "", self._pinned_filter)
-        self.free = NamedFilter("dynamicresources", "", self._devices_filter)
+        self.enough = NamedFilter("dynamicresources", "", self._devices_filter)
+        self.free = NamedFit("dynamicresources-free", "", self._devices_fit)
         hooks.node_filters.append(self.pinned)
-        hooks.node_filters.append(self.free)
+        hooks.node_filters.append(self.enough)
+        hooks.node_fits.append(self.free)
         hooks.on_allocate.append(self._take)
         hooks.on_deallocate.append(self._give_back)
         hooks.on_close.append(self._report)
@@ -186,15 +191,23 @@ class DynamicResourcesPlugin:
         return sorted(rows) if rows is not None else list(range(len(self.infos)))
 
     # -- allocation -----------------------------------------------------------------------------
-    def _solve(self, claims: list[ResourceClaimInfo], row: int) -> dict[str, tuple[AllocatedDevice, ...]] | None:
-        """Devices for every request of the claims on one node, or None."""
+    def _solve(
+        self, claims: list[ResourceClaimInfo], row: int, use: str = NOW
+    ) -> dict[str, tuple[AllocatedDevice, ...]] | None:
+        """Devices for every request of the claims on one node, or None. `use`: NOW takes free devices,
+        LATER also those an eviction of this session is releasing, ANY every device (capacity only)."""
         items: list[tuple[ResourceClaimInfo, DeviceRequest, list[Device], int]] = []
         for claim in claims:
             for request in claim.requests:
                 if request.mode not in (EXACT_COUNT, ALL) or self._matching(request)[1]:
                     return None
                 usable = self._usable(request, row)
-                free = [d for d in usable if d.key not in self.used]
+                if use == ANY:
+                    free = usable
+                elif use == LATER:
+                    free = [d for d in usable if d.key not in self.used]
+                else:
+                    free = [d for d in usable if d.key not in self.used and d.key not in self.releasing]
                 if request.mode == ALL:
                     if not usable or len(free) < len(usable):
                         return None
@@ -274,7 +287,8 @@ class DynamicResourcesPlugin:
             for claim in reuse:
                 self._record(claim, self.remembered.pop(claim.key))
             rest = [c for c in missing if c not in reuse]
-            solved = self._solve(rest, row) if rest else {}
+            # Free devices first; a pipelined task may take those this session's evictions release.
+            solved = (self._solve(rest, row, NOW) or self._solve(rest, row, LATER)) if rest else {}
             for claim in rest:
                 if solved is None:
                     continue
@@ -297,6 +311,7 @@ class DynamicResourcesPlugin:
         self.alloc[claim.key] = allocation
         for device in allocation.devices:
             self.used[device.key] = claim.key
+            self.releasing.discard(device.key)
 
     def _give_back(self, task: PodInfo) -> None:
         """The task leaves its node (evicted, or its placement undone): a claim no pod uses any more is freed."""
@@ -310,6 +325,8 @@ class DynamicResourcesPlugin:
             allocation = self.alloc.pop(claim.key)
             for device in allocation.devices:
                 self.used.pop(device.key, None)
+                if task.status is PodStatus.RELEASING:  # evicted: its devices are free once it is gone
+                    self.releasing.add(device.key)
             self.remembered[claim.key] = allocation
         self.version += 1
 
@@ -385,23 +402,57 @@ class DynamicResourcesPlugin:
             self.pinned.reason = f"are not where resource claim {', '.join(names)} is allocated"
         return mask
 
+    def _unallocated(self, task: PodInfo) -> list[ResourceClaimInfo]:
+        return [c for c in self._claims_of(task) if c.key not in self.alloc]
+
+    @staticmethod
+    def _what(claims: list[ResourceClaimInfo]) -> str:
+        return "; ".join(f"{c.key}: " + ", ".join(r.describe() for r in c.requests) for c in claims)
+
     def _devices_filter(self, task: PodInfo) -> np.ndarray | None:
-        claims = [c for c in self._claims_of(task) if c.key not in self.alloc]
+        """Nodes with enough matching devices for the claims not yet allocated, whoever uses them now."""
+        claims = self._unallocated(task)
         if not claims:
             return None
-        key = (tuple(c.key for c in claims), self.version)
+        key = (ANY, tuple(c.key for c in claims))
         found = self._cache.get(key)
         if found is None:
             mask = np.zeros(len(self.infos), dtype=bool)
             for row in self._rows(claims):
-                mask[row] = self._solve(claims, row) is not None
-            what = "; ".join(f"{c.key}: " + ", ".join(r.describe() for r in c.requests) for c in claims)
-            found = (mask, f"cannot allocate all claims (no free devices for resource claim {what})")
+                mask[row] = self._solve(claims, row, ANY) is not None
+            found = (
+                mask,
+                None,
+                f"cannot allocate all claims (too few matching devices for resource claim {self._what(claims)})",
+            )
+            self._cache[key] = found
+        self.enough.reason = found[2]
+        return found[0]
+
+    def _devices_fit(self, task: PodInfo) -> tuple[np.ndarray, np.ndarray] | None:
+        """Nodes where the claims get free devices now, and once this session's evictions are done."""
+        claims = self._unallocated(task)
+        if not claims:
+            return None
+        key = (NOW, tuple(c.key for c in claims), self.version)
+        found = self._cache.get(key)
+        if found is None:
+            now = np.zeros(len(self.infos), dtype=bool)
+            later = np.zeros(len(self.infos), dtype=bool)
+            for row in self._rows(claims):
+                later[row] = self._solve(claims, row, LATER) is not None
+                now[row] = later[row] and (not self.releasing or self._solve(claims, row, NOW) is not None)
+            found = (
+                now,
+                later,
+                f"cannot allocate all claims (no free devices for resource claim {self._what(claims)})",
+            )
             if len(self._cache) > 4096:
                 self._cache.clear()
             self._cache[key] = found
-        self.free.reason = found[1]
-        return found[0]
+        self.free.reason = found[2]
+        assert found[1] is not None
+        return found[0], found[1]
 
     # -- close --------------------------------------------------------------------------------
     def _report(self, ssn: Session) -> None:
