@@ -13,6 +13,8 @@ class Binding:
     pod: str  # namespace/name
     node: str
     gpu_groups: tuple[str, ...] = ()
+    # DRA: the devices of each of the pod's resource claims (the BindRequest's resourceClaimAllocations).
+    claims: tuple[ClaimAllocation, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,21 +64,18 @@ class Decisions:
     # action tried), "scheduled" (jobs it placed), "simulated" / "filtered" (victim scenarios tried /
     # skipped before a trial), "preemption_attempts" (jobs the preempt action tried).
     counts: dict[tuple[str, str], int] = field(default_factory=dict)
-    # Dynamic Resource Allocation: the devices each bound pod's resource claims get (pod key -> one per
-    # claim entry of the pod), for the BindRequest's resourceClaimAllocations.
-    claim_allocations: dict[str, tuple[ClaimAllocation, ...]] = field(default_factory=dict)
 
     def count(self, counter: str, action: str, n: int = 1) -> None:
         key = (counter, action)
         self.counts[key] = self.counts.get(key, 0) + n
 
-    def _bound(self, binding: Binding) -> dict[str, Any]:
+    @staticmethod
+    def _bound(binding: Binding) -> dict[str, Any]:
         entry: dict[str, Any] = {"pod": binding.pod, "node": binding.node, "gpuGroups": sorted(binding.gpu_groups)}
-        claims = self.claim_allocations.get(binding.pod)
-        if claims:  # what kai adds: the devices of the pod's DRA resource claims
+        if binding.claims:  # what kai adds: the devices of the pod's DRA resource claims
             entry["resourceClaims"] = [
                 {"name": c.name, "claim": c.claim, "devices": [d.key for d in c.devices]}
-                for c in sorted(claims, key=lambda c: c.name)
+                for c in sorted(binding.claims, key=lambda c: c.name)
             ]
         return entry
 

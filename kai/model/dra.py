@@ -6,6 +6,7 @@ them. Plain values: the allocation itself is kai.plugins.dynamicresources."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from kai.model.pod import NodeSelectorTerm
 
@@ -62,6 +63,7 @@ class Device:
 class DeviceClassInfo:
     name: str
     selectors: tuple[str, ...] = ()  # CEL expressions, all of which a device must satisfy
+    config: tuple[dict[str, Any], ...] = field(default=(), hash=False, compare=False)  # spec.config, as written
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +129,7 @@ class ResourceClaimInfo:
     node_terms: tuple[NodeSelectorTerm, ...] = ()  # status.allocation.nodeSelector (empty: any node)
     reserved_for: tuple[str, ...] = ()  # namespace/name of the pods it is reserved for
     deleting: bool = False
+    config: tuple[dict[str, Any], ...] = ()  # spec.devices.config, as written (the allocation carries it)
 
     @property
     def key(self) -> str:

@@ -14,7 +14,7 @@ Before placement, as KAI's plugin does: a claim (or template) that does not exis
 class, a selector that does not compile, and a claim asking for more devices than any node has, keep the
 pod pending with a message naming the claim; no eviction helps.
 
-The devices each bound pod gets are in `Decisions.claim_allocations` (the BindRequest carries them).
+The devices each bound pod gets are in its `Binding.claims` (the BindRequest carries them).
 KAI books a claim's GPUs in queue usage (kai.model.dra.DeviceRequest.gpu_count, read into the pod's
 `GpuRequest.dra` by the snapshot builder) and counts the devices of GPU drivers' ResourceSlices in the
 fair-share total (NodeInfo.dra_gpus, read by proportion).
@@ -22,6 +22,7 @@ fair-share total (NodeInfo.dra_gpus, read by proportion).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 
@@ -456,8 +457,10 @@ class DynamicResourcesPlugin:
 
     # -- close --------------------------------------------------------------------------------
     def _report(self, ssn: Session) -> None:
+        """Each bound pod's binding carries the devices of its claims."""
         pods = {p.key: p for job in ssn.jobs.values() for p in job.pods}
-        for binding in ssn.decisions.bindings:
+        bindings = ssn.decisions.bindings
+        for i, binding in enumerate(bindings):
             pod = pods.get(binding.pod)
             if pod is None or not pod.resource_claims:
                 continue
@@ -466,7 +469,7 @@ class DynamicResourcesPlugin:
                 allocation = self.alloc.get(entry.claim)
                 if allocation is not None:
                     out.append(ClaimAllocation(entry.name, entry.claim, binding.node, allocation.devices))
-            ssn.decisions.claim_allocations[binding.pod] = tuple(out)
+            bindings[i] = dataclasses.replace(binding, claims=tuple(out))
 
 
 register_plugin("dynamicresources")(lambda args: DynamicResourcesPlugin())

@@ -53,7 +53,7 @@ def _claims_after(
     claims = {key: dataclasses.replace(c) for key, c in snapshot.resource_claims.items()}
     local = {d.key for d in snapshot.devices if d.node}
     for binding in decisions.bindings:
-        for allocation in decisions.claim_allocations.get(binding.pod, ()):
+        for allocation in binding.claims:
             claim = claims.get(allocation.claim)
             if claim is None:
                 continue

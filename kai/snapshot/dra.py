@@ -56,6 +56,11 @@ def _selectors(raw: Any) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _config(devices: Any) -> tuple[dict[str, Any], ...]:
+    raw = devices.get("config") if isinstance(devices, dict) else None
+    return tuple(c for c in raw or [] if isinstance(c, dict))
+
+
 class DraReader:
     """Reads the DRA kinds the builder collected; `attach` then resolves each pod's claims."""
 
@@ -64,14 +69,16 @@ class DraReader:
         self.snapshot = snapshot
         self.templates: dict[str, tuple[tuple[DeviceRequest, ...], tuple[MatchConstraint, ...], dict[str, Any]]] = {}
         self.owned: dict[tuple[str, str], str] = {}  # (pod namespace/name, claim entry) -> claim key
+        self.template_config: dict[str, tuple[dict[str, Any], ...]] = {}
 
     # -- objects ------------------------------------------------------------------------------
     def read(self) -> None:
         by_kind = self.b.by_kind
         for obj in by_kind.get("DeviceClass", []):
             name = obj["metadata"]["name"]
-            selectors = _selectors((obj.get("spec") or {}).get("selectors"))
-            self.snapshot.device_classes[name] = DeviceClassInfo(name, selectors)
+            spec = obj.get("spec") or {}
+            config = tuple(c for c in spec.get("config") or [] if isinstance(c, dict))
+            self.snapshot.device_classes[name] = DeviceClassInfo(name, _selectors(spec.get("selectors")), config)
         for obj in by_kind.get("ResourceSlice", []):
             self._slice(obj)
         gpus: dict[str, int] = {}
@@ -87,6 +94,7 @@ class DraReader:
             parsed = self._claim_spec("ResourceClaimTemplate", obj, "spec.spec.devices", spec)
             if parsed is not None:
                 self.templates[key] = (*parsed, meta)
+                self.template_config[key] = _config(spec)
         for obj in by_kind.get("ResourceClaim", []):
             claim = self._claim(obj)
             if claim is None:
@@ -261,6 +269,7 @@ class DraReader:
             node_terms=terms,
             reserved_for=reserved,
             deleting=bool(meta.get("deletionTimestamp")),
+            config=_config(devices),
         )
 
     # -- pods ---------------------------------------------------------------------------------
@@ -317,6 +326,7 @@ class DraReader:
         if found is None:
             return ""  # the plugin says the template is missing
         requests, constraints, meta = found
+        config = self.template_config.get(f"{pod.namespace}/{template}", ())
         if key not in self.snapshot.resource_claims:
             labels = (meta.get("labels") or {}) if isinstance(meta, dict) else {}
             self.snapshot.resource_claims[key] = ResourceClaimInfo(
@@ -328,5 +338,6 @@ class DraReader:
                 template=template,
                 generated=True,
                 owner_pod=pod.key,
+                config=config,
             )
         return key
