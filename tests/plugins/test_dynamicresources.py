@@ -333,3 +333,29 @@ def test_an_undone_eviction_gives_the_claim_its_devices_back(tmp_path: Path) -> 
     assert find_node(ssn, pods["waiting"]) is None
     stmt.evict(pods["holder"], "reclaim")  # and again: the same device is free once more
     assert find_node(ssn, pods["waiting"]) == Placement(0, pipelined=True)
+
+
+def test_the_v1beta1_shapes_are_read_too() -> None:
+    """v1beta1: a request's class beside its name, a device's attributes under `basic`."""
+    klass = device_class(GPU)
+    klass["apiVersion"] = "resource.k8s.io/v1beta1"
+    sl = resource_slice("n2", 0)
+    sl["apiVersion"] = "resource.k8s.io/v1beta1"
+    sl["spec"]["devices"] = [{"name": "g0", "basic": {"attributes": {"model": {"string": "H100"}}}}]
+    claim = resource_claim("c", queue="q")
+    claim["apiVersion"] = "resource.k8s.io/v1beta1"
+    selector = [{"cel": {"expression": 'device.attributes["gpu.nvidia.com"].model == "H100"'}}]
+    claim["spec"]["devices"]["requests"] = [{"name": "gpu", "deviceClassName": GPU, "count": 1, "selectors": selector}]
+    objects = [node("n1", gpus=0), node("n2", gpus=0), queue("q"), klass, sl, claim, claimer("p", {"gpu": "c"})]
+    out = run(objects)
+    assert bound(out) == {"ns/p": "n2"} and claims_of(out, "ns/p")[0]["devices"] == [f"{GPU}/n2/g0"]
+
+
+def test_a_claim_for_another_kind_of_device_books_no_gpu() -> None:
+    nic = device_class("nic.example.com")
+    objects = [*cluster(resource_slice("n1", 2, driver="nic.example.com"), nodes=("n1",)), nic]
+    request = device_request(device_class_name="nic.example.com")
+    objects += [resource_claim("c", request), claimer("p", {"nic": "c"})]  # not a GPU claim: no queue label needed
+    out = run(objects, rounds=2)
+    assert out["pods"]["ns/p"]["status"] == "Running"
+    assert out["queues"]["q"]["allocated"]["gpu"] == 0.0 and out["queues"]["q"]["fairShare"]["gpu"] == 0.0
