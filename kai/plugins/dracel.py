@@ -8,9 +8,11 @@ library functions selectors use are here: `quantity()`, `isQuantity()`, `semver(
 the methods `compareTo`, `isGreaterThan`, `isLessThan`, `asInteger`, `asApproximateFloat`, `isInteger`,
 `sign`, `add`, `sub`, `major`, `minor`, `patch`.
 
-Each expression is compiled once (`Selectors.compile`), and its result on a device is kept, so a selector
-is evaluated at most once per device in a session. A selector that does not compile or fails on a
-device makes that device not match, and the error is kept for the why-pending message.
+Each expression is compiled once (`Selectors.compile`), and its result is kept per device, or rather per
+what of the device it names (the driver, and the attributes and capacities whose name it mentions):
+the GPUs of a slice, alike but for their uuid and index, cost one evaluation. A selector that does
+not compile or fails on a device makes that device not match, and the error is kept for the
+why-pending message.
 """
 
 from __future__ import annotations
@@ -25,6 +27,11 @@ from kai.model import Device, SemVer
 _SEMVER = re.compile(
     r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?(?:\+[0-9A-Za-z.-]+)?$"
 )
+
+
+_TOKEN = re.compile(r"[A-Za-z0-9_]+")
+# Macros and functions that walk a map or list: such an expression may see every attribute.
+_ITERATES = re.compile(r"\b(all|exists|exists_one|map|filter|size)\s*\(|\.\s*(all|exists|exists_one|map|filter)\b")
 
 
 class CelError(Exception):
@@ -165,7 +172,8 @@ class Selectors:
     def __init__(self) -> None:
         self._programs: dict[str, Any] = {}
         self._errors: dict[str, str] = {}
-        self._results: dict[tuple[str, str], bool] = {}
+        self._results: dict[tuple[str, tuple[Any, ...]], bool] = {}
+        self._tokens: dict[str, frozenset[str]] = {}
         self._activations: dict[str, dict[str, Any]] = {}
         self.last_error = ""  # the latest evaluation error, for messages
 
@@ -184,8 +192,30 @@ class Selectors:
             return self._errors[expression]
         return ""
 
+    def _projection(self, expression: str, device: Device) -> tuple[Any, ...]:
+        """What of the device the expression can see: the driver and the attributes and capacities whose
+        name it mentions. Devices alike in those get one evaluation (a slice's GPUs differ only in uuid, index...).
+        An expression that iterates (macros) sees everything: the device itself is the key."""
+        tokens = self._tokens.get(expression)
+        if tokens is None:
+            if _ITERATES.search(expression):
+                tokens = self._tokens[expression] = frozenset()
+            else:
+                tokens = self._tokens[expression] = frozenset(_TOKEN.findall(expression)) | {""}
+        if not tokens:
+            return ("device", device.key)
+
+        def seen(values: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+            out = []
+            for name, value in values.items():
+                if name.rpartition("/")[2] in tokens:
+                    out.append((name, value))
+            return tuple(sorted(out, key=lambda kv: kv[0]))
+
+        return (device.driver, seen(device.attributes), seen(device.capacity))
+
     def matches(self, expression: str, device: Device) -> bool:
-        key = (expression, device.key)
+        key = (expression, self._projection(expression, device))
         found = self._results.get(key)
         if found is not None:
             return found

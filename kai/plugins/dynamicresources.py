@@ -78,8 +78,11 @@ class DynamicResourcesPlugin:
         self.alloc: dict[str, Allocation] = {}
         self.users: dict[str, set[str]] = {}
         self.remembered: dict[str, Allocation] = {}
-        self.version = 0
-        self._cache: dict[tuple[object, ...], tuple[np.ndarray, np.ndarray | None, str]] = {}
+        self.row_version = np.zeros(len(self.infos), dtype=np.int64)  # bumped when a node's device changes hands
+        self.shared_version = 0  # the same for devices of several nodes
+        self._static: dict[tuple[object, ...], np.ndarray] = {}
+        # per claim signature: (shared version, per-node stamp, fits now, fits later)
+        self._fits: dict[tuple[object, ...], tuple[int, np.ndarray, np.ndarray, np.ndarray]] = {}
         self._candidates: dict[tuple[str, tuple[str, ...]], tuple[list[Device], str]] = {}
         self._groups: dict[tuple[str, tuple[str, ...]], tuple[dict[str, list[Device]], list[Device]]] = {}
         for claim in self.claims.values():
@@ -272,6 +275,13 @@ class DynamicResourcesPlugin:
         known = [self.devices[d.key] for d in devices if d.key in self.devices]
         if not known or all(d.all_nodes for d in known):
             return None
+        nodes = {d.node for d in known}
+        if len(nodes) == 1 and "" not in nodes:  # the usual case: devices of one node
+            mask = np.zeros(len(self.infos), dtype=bool)
+            row = self.ssn.nodes.index.get(nodes.pop())
+            if row is not None:
+                mask[row] = True
+            return mask
         return np.fromiter(
             (all(d.usable_on(n.name, n.labels) for d in known) for n in self.infos), dtype=bool, count=len(self.infos)
         )
@@ -297,7 +307,6 @@ class DynamicResourcesPlugin:
                 self._record(claim, Allocation(devices, self._mask_of(devices), task.node))
         for claim in claims:
             self.users.setdefault(claim.key, set()).add(task.key)
-        self.version += 1
 
     def _can_reuse(self, claim: ResourceClaimInfo, node: str) -> bool:
         previous = self.remembered.get(claim.key)
@@ -313,6 +322,16 @@ class DynamicResourcesPlugin:
         for device in allocation.devices:
             self.used[device.key] = claim.key
             self.releasing.discard(device.key)
+        self._touched(allocation.devices)
+
+    def _touched(self, devices: tuple[AllocatedDevice, ...]) -> None:
+        index = self.ssn.nodes.index
+        for d in devices:
+            known = self.devices.get(d.key)
+            if known is not None and known.node in index:
+                self.row_version[index[known.node]] += 1
+            else:
+                self.shared_version += 1
 
     def _give_back(self, task: PodInfo) -> None:
         """The task leaves its node (evicted, or its placement undone): a claim no pod uses any more is freed."""
@@ -329,7 +348,7 @@ class DynamicResourcesPlugin:
                 if task.status is PodStatus.RELEASING:  # evicted: its devices are free once it is gone
                     self.releasing.add(device.key)
             self.remembered[claim.key] = allocation
-        self.version += 1
+            self._touched(allocation.devices)
 
     # -- checks ---------------------------------------------------------------------------------
     def pre_predicate(self, task: PodInfo) -> Status:
@@ -410,50 +429,50 @@ class DynamicResourcesPlugin:
     def _what(claims: list[ResourceClaimInfo]) -> str:
         return "; ".join(f"{c.key}: " + ", ".join(r.describe() for r in c.requests) for c in claims)
 
+    @staticmethod
+    def _signature(claims: list[ResourceClaimInfo]) -> tuple[object, ...]:
+        """What decides where claims fit: their requests and constraints (pods of one template share it)."""
+        return tuple((c.requests, c.constraints) for c in claims)
+
     def _devices_filter(self, task: PodInfo) -> np.ndarray | None:
         """Nodes with enough matching devices for the claims not yet allocated, whoever uses them now."""
         claims = self._unallocated(task)
         if not claims:
             return None
-        key = (ANY, tuple(c.key for c in claims))
-        found = self._cache.get(key)
+        key = (ANY, self._signature(claims))
+        found = self._static.get(key)
         if found is None:
             mask = np.zeros(len(self.infos), dtype=bool)
             for row in self._rows(claims):
                 mask[row] = self._solve(claims, row, ANY) is not None
-            found = (
-                mask,
-                None,
-                f"cannot allocate all claims (too few matching devices for resource claim {self._what(claims)})",
-            )
-            self._cache[key] = found
-        self.enough.reason = found[2]
-        return found[0]
+            found = self._static[key] = mask
+        self.enough.reason = (
+            f"cannot allocate all claims (too few matching devices for resource claim {self._what(claims)})"
+        )
+        return found
 
     def _devices_fit(self, task: PodInfo) -> tuple[np.ndarray, np.ndarray] | None:
-        """Nodes where the claims get free devices now, and once this session's evictions are done."""
+        """Nodes where the claims get free devices now, and once this session's evictions are done (each
+        node's answer is kept until a device of that node is taken or freed)."""
         claims = self._unallocated(task)
         if not claims:
             return None
-        key = (NOW, tuple(c.key for c in claims), self.version)
-        found = self._cache.get(key)
-        if found is None:
-            now = np.zeros(len(self.infos), dtype=bool)
-            later = np.zeros(len(self.infos), dtype=bool)
-            for row in self._rows(claims):
-                later[row] = self._solve(claims, row, LATER) is not None
-                now[row] = later[row] and (not self.releasing or self._solve(claims, row, NOW) is not None)
-            found = (
-                now,
-                later,
-                f"cannot allocate all claims (no free devices for resource claim {self._what(claims)})",
-            )
-            if len(self._cache) > 4096:
-                self._cache.clear()
-            self._cache[key] = found
-        self.free.reason = found[2]
-        assert found[1] is not None
-        return found[0], found[1]
+        signature = self._signature(claims)
+        possible = self._devices_filter(task)
+        assert possible is not None
+        found = self._fits.get(signature)
+        if found is None or found[0] != self.shared_version:
+            count = len(self.infos)
+            found = (self.shared_version, np.full(count, -1), np.zeros(count, dtype=bool), np.zeros(count, dtype=bool))
+            self._fits[signature] = found
+        _, stamps, now, later = found
+        for row in np.flatnonzero(possible & (stamps != self.row_version)):  # nodes changed since last asked
+            fits_later = self._solve(claims, int(row), LATER) is not None
+            now[row] = fits_later and (not self.releasing or self._solve(claims, int(row), NOW) is not None)
+            later[row] = fits_later
+            stamps[row] = self.row_version[row]
+        self.free.reason = f"cannot allocate all claims (no free devices for resource claim {self._what(claims)})"
+        return now.copy(), later.copy()
 
     # -- close --------------------------------------------------------------------------------
     def _report(self, ssn: Session) -> None:
