@@ -184,7 +184,7 @@ class PodInfo:
 
     @property
     def needs_gpu(self) -> bool:
-        return self.requests.get(GPU) > 0 or self.gpu.is_shared or bool(self.gpu.mig)
+        return self.requests.get(GPU) > 0 or self.gpu.is_shared or bool(self.gpu.mig) or self.gpu.dra > 0
 
     def clone(self) -> PodInfo:
         """A copy sharing the immutable spec parts (much cheaper than copy.copy on a slotted class)."""
