@@ -34,6 +34,11 @@ _TOKEN = re.compile(r"[A-Za-z0-9_]+")
 _ITERATES = re.compile(r"\b(all|exists|exists_one|map|filter|size)\s*\(|\.\s*(all|exists|exists_one|map|filter)\b")
 
 
+MAX_COMPILED = 4096
+# expression -> (program, "") or (None, why it does not compile); shared by every session.
+_COMPILED: dict[str, tuple[Any, str]] = {}
+
+
 class CelError(Exception):
     """A selector that does not compile or cannot be evaluated on a device."""
 
@@ -171,25 +176,30 @@ class Selectors:
 
     def __init__(self) -> None:
         self._programs: dict[str, Any] = {}
-        self._errors: dict[str, str] = {}
         self._results: dict[tuple[str, tuple[Any, ...]], bool] = {}
         self._tokens: dict[str, frozenset[str]] = {}
         self._activations: dict[str, dict[str, Any]] = {}
         self.last_error = ""  # the latest evaluation error, for messages
 
     def compile(self, expression: str) -> str:
-        """Compile once; "" when it compiles, else the error."""
+        """Compile once (programs are kept across sessions); "" when it compiles, else the error."""
         if expression in self._programs:
             return ""
-        if expression in self._errors:
-            return self._errors[expression]
-        celpy = _celpy()
-        env = celpy.Environment()
-        try:
-            self._programs[expression] = env.program(env.compile(expression), functions=_functions())
-        except Exception as err:  # cel-python raises several types for a bad expression
-            self._errors[expression] = f"CEL expression {expression!r} does not compile: {err}"
-            return self._errors[expression]
+        found = _COMPILED.get(expression)
+        if found is None:
+            celpy = _celpy()
+            env = celpy.Environment()
+            try:
+                found = (env.program(env.compile(expression), functions=_functions()), "")
+            except Exception as err:  # cel-python raises several types for a bad expression
+                found = (None, f"CEL expression {expression!r} does not compile: {err}")
+            if len(_COMPILED) >= MAX_COMPILED:
+                _COMPILED.clear()
+            _COMPILED[expression] = found
+        program, error = found
+        if error:
+            return error
+        self._programs[expression] = program
         return ""
 
     def _projection(self, expression: str, device: Device) -> tuple[Any, ...]:
