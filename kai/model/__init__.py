@@ -2,7 +2,7 @@
 
 from kai.model.affinity import HostPort, InterPodAffinity, LabelSelector, PodAffinityTerm, WeightedTerm
 from kai.model.cluster import (
-    DYNAMIC_RESOURCE_ALLOCATION,
+    DRA_PRIORITIZED_LIST,
     UNSUPPORTED_FEATURES,
     ClusterSnapshot,
     TopologyInfo,
@@ -46,7 +46,7 @@ __all__ = [
     "ALLOCATED",
     "CPU",
     "DEFAULT_SUBGROUP",
-    "DYNAMIC_RESOURCE_ALLOCATION",
+    "DRA_PRIORITIZED_LIST",
     "GPU",
     "HOLDS_NODE",
     "IMMEDIATE",

@@ -18,12 +18,9 @@ class TopologyInfo:
     levels: tuple[str, ...]  # node label keys, highest level first
 
 
-DYNAMIC_RESOURCE_ALLOCATION = "DynamicResourceAllocation"
 DRA_PRIORITIZED_LIST = "DRAPrioritizedList"
 # What kai does, for now, with an object that uses a feature it has not built (for messages).
 UNSUPPORTED_FEATURES: dict[str, str] = {
-    DYNAMIC_RESOURCE_ALLOCATION: "Dynamic Resource Allocation is not built in kai yet (the dynamicresources "
-    "plugin leaves such pods Pending, as KAI does with DRA off)",
     DRA_PRIORITIZED_LIST: "device requests with alternatives (firstAvailable) are not built in kai yet (the "
     "dynamicresources plugin leaves such pods Pending)",
 }

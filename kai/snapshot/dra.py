@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from kai.api.quantity import QuantityError, as_float
 from kai.model import (
+    DRA_PRIORITIZED_LIST,
     AllocatedDevice,
     ClusterSnapshot,
     Device,
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 GROUP = "resource.k8s.io"
 KINDS = ("DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate")
 POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"  # set by the resource-claim controller
-PRIORITIZED_LIST = "DRAPrioritizedList"
+PRIORITIZED_LIST = DRA_PRIORITIZED_LIST
 
 
 def qualified(name: str, driver: str) -> str:
