@@ -359,3 +359,20 @@ def test_a_claim_for_another_kind_of_device_books_no_gpu() -> None:
     out = run(objects, rounds=2)
     assert out["pods"]["ns/p"]["status"] == "Running"
     assert out["queues"]["q"]["allocated"]["gpu"] == 0.0 and out["queues"]["q"]["fairShare"]["gpu"] == 0.0
+
+
+def test_preempt_frees_a_lower_priority_pods_claimed_gpu_in_its_queue() -> None:
+    """One DRA GPU, held by a `train` pod (priority 50); a `build-preemptible` pod (75) of the same queue
+    asks for it: preempt evicts the holder, and the claimant gets the device in the next round. (A
+    non-preemptible claimant would not: its claim's GPU counts against the queue's quota of 0.)"""
+    objects = cluster(resource_slice("n1", 1), nodes=("n1",))
+    objects += [
+        resource_claim("held", queue="q", allocated={"n1": ["gpu-0"]}, reserved_for=("holder",)),
+        claimer("holder", {"gpu": "held"}, node="n1", priority_class="train"),
+        resource_claim("want", queue="q"),
+        claimer("urgent", {"gpu": "want"}, priority_class="build-preemptible"),
+    ]
+    out = run(objects, rounds=2)
+    assert [(e["pod"], e["action"]) for e in out["rounds"][0]["evicted"]] == [("ns/holder", "preempt")]
+    assert bound(out, 2) == {"ns/urgent": "n1"}
+    assert claims_of(out, "ns/urgent", 2)[0]["devices"] == [f"{GPU}/n1/gpu-0"]
