@@ -376,3 +376,29 @@ def test_preempt_frees_a_lower_priority_pods_claimed_gpu_in_its_queue() -> None:
     assert [(e["pod"], e["action"]) for e in out["rounds"][0]["evicted"]] == [("ns/holder", "preempt")]
     assert bound(out, 2) == {"ns/urgent": "n1"}
     assert claims_of(out, "ns/urgent", 2)[0]["devices"] == [f"{GPU}/n1/gpu-0"]
+
+
+def test_devices_of_a_slice_for_every_node_can_be_used_anywhere_once() -> None:
+    """A network-attached device (`allNodes`) serves a pod on any node, and only one claim at a time;
+    a slice with a node selector serves the nodes it selects."""
+    shared = resource_slice("n1", 1, driver="gpu.nvidia.com", name="fabric")
+    del shared["spec"]["nodeName"]
+    shared["spec"]["allNodes"] = True
+    shared["spec"]["pool"]["name"] = "fabric"
+    zoned = resource_slice("n1", [gpu_device("z0")], name="zoned")
+    del zoned["spec"]["nodeName"]
+    zoned["spec"]["pool"]["name"] = "zone-b"
+    zoned["spec"]["nodeSelector"] = {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]}]
+    }
+    objects = [node("n1", gpus=0), node("n2", gpus=0, labels={"zone": "b"}), queue("q"), device_class(GPU)]
+    objects += [shared, zoned]
+    h100 = device_request(selectors=('device.attributes["gpu.nvidia.com"].model == "H100"',))
+    objects += [resource_claim(f"c{i}", h100, queue="q") for i in range(3)]
+    objects += [claimer(f"p{i}", {"gpu": f"c{i}"}, created=f"2025-12-2{i}T00:00:00Z") for i in range(3)]
+    out = run(objects)
+    placed = bound(out)
+    assert len(placed) == 2 and out["pods"]["ns/p2"]["status"] == "Pending"  # two devices for three claims
+    devices = {claims_of(out, p)[0]["devices"][0]: n for p, n in placed.items()}
+    assert set(devices) == {f"{GPU}/fabric/gpu-0", f"{GPU}/zone-b/z0"}
+    assert devices[f"{GPU}/zone-b/z0"] == "n2"
