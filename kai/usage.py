@@ -158,6 +158,8 @@ def snapshot_allocations(snapshot: ClusterSnapshot) -> dict[str, dict[str, float
             amounts = {res: pod.requests.get(res) for res in QUEUE_RESOURCES}
             if shared:
                 amounts[GPU] = pod.gpu.quota_gpus(min_gpu_memory)
+            else:
+                amounts[GPU] += pod.gpu.dra  # DRA claims' GPUs
             for name in path:
                 for res, amount in amounts.items():
                     totals[name][res] += amount

@@ -217,3 +217,117 @@ def bound(result: dict[str, Any], round_number: int = 1) -> dict[str, str]:
 def running_on(result: dict[str, Any]) -> dict[str, str]:
     """pod -> node for every pod running after the last round."""
     return {k: v["node"] for k, v in result["pods"].items() if v["status"] == "Running"}
+
+
+# -- Dynamic Resource Allocation (resource.k8s.io/v1) ---------------------------------------------------
+def device_class(name: str = "gpu.nvidia.com", *selectors: str) -> dict[str, Any]:
+    """A DeviceClass; with no selector given it selects the devices of the driver of the same name."""
+    exprs = selectors or (f'device.driver == "{name}"',)
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name},
+        "spec": {"selectors": [{"cel": {"expression": e}} for e in exprs]},
+    }
+
+
+def gpu_device(name: str, model: str = "H100", memory: str = "80Gi", **attributes: Any) -> dict[str, Any]:
+    """A device for resource_slice: attributes `model` (string) and any given (int, bool or string), and
+    capacity `memory`."""
+    attrs: dict[str, Any] = {"model": {"string": model}}
+    for key, value in attributes.items():
+        kind = "bool" if isinstance(value, bool) else "int" if isinstance(value, int) else "string"
+        attrs[key] = {kind: value}
+    return {"name": name, "attributes": attrs, "capacity": {"memory": {"value": memory}}}
+
+
+def resource_slice(
+    node_name: str, devices: list[dict[str, Any]] | int, driver: str = "gpu.nvidia.com", name: str | None = None
+) -> dict[str, Any]:
+    """A ResourceSlice of one node; `devices` is a list of gpu_device()s or a number of plain GPUs."""
+    listed = [gpu_device(f"gpu-{i}") for i in range(devices)] if isinstance(devices, int) else devices
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name or f"{node_name}-{driver}"},
+        "spec": {
+            "driver": driver,
+            "nodeName": node_name,
+            "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 1},
+            "devices": listed,
+        },
+    }
+
+
+def device_request(
+    name: str = "gpu",
+    count: int = 1,
+    device_class_name: str = "gpu.nvidia.com",
+    selectors: tuple[str, ...] = (),
+    mode: str = "ExactCount",
+) -> dict[str, Any]:
+    exactly: dict[str, Any] = {"deviceClassName": device_class_name, "allocationMode": mode}
+    if mode == "ExactCount":
+        exactly["count"] = count
+    if selectors:
+        exactly["selectors"] = [{"cel": {"expression": e}} for e in selectors]
+    return {"name": name, "exactly": exactly}
+
+
+def resource_claim(
+    name: str,
+    *requests: dict[str, Any],
+    ns: str = "ns",
+    queue: str | None = None,
+    allocated: dict[str, list[str]] | None = None,
+    reserved_for: tuple[str, ...] = (),
+    constraints: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A ResourceClaim (one 1-GPU request unless given). `queue` sets its queue label (KAI wants one on a
+    shared GPU claim); `allocated` = {node: [device, ...]} of the gpu.nvidia.com driver (pool = node)."""
+    meta: dict[str, Any] = {"name": name, "namespace": ns}
+    if queue:
+        meta["labels"] = {"kai.scheduler/queue": queue}
+    spec: dict[str, Any] = {"devices": {"requests": list(requests or (device_request(),))}}
+    if constraints:
+        spec["devices"]["constraints"] = constraints
+    obj: dict[str, Any] = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": meta, "spec": spec}
+    status: dict[str, Any] = {}
+    if allocated:
+        ((node_name, devices),) = allocated.items()
+        first = spec["devices"]["requests"][0]["name"]
+        status["allocation"] = {
+            "devices": {
+                "results": [
+                    {"request": first, "driver": "gpu.nvidia.com", "pool": node_name, "device": d} for d in devices
+                ]
+            },
+            "nodeSelector": {
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node_name]}]}
+                ]
+            },
+        }
+    if reserved_for:
+        status["reservedFor"] = [{"resource": "pods", "name": p, "uid": f"uid-{p}"} for p in reserved_for]
+    if status:
+        obj["status"] = status
+    return obj
+
+
+def claim_template(name: str, *requests: dict[str, Any], ns: str = "ns") -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"spec": {"devices": {"requests": list(requests or (device_request(),))}}},
+    }
+
+
+def with_claims(obj: dict[str, Any], claims: dict[str, str] | None = None, templates: dict[str, str] | None = None):
+    """The pod with `spec.resourceClaims`: entry name -> ResourceClaim name, or -> ResourceClaimTemplate name."""
+    entries = [{"name": k, "resourceClaimName": v} for k, v in (claims or {}).items()]
+    entries += [{"name": k, "resourceClaimTemplateName": v} for k, v in (templates or {}).items()]
+    obj["spec"]["resourceClaims"] = entries
+    obj["spec"]["containers"][0]["resources"]["claims"] = [{"name": e["name"]} for e in entries]
+    return obj

@@ -1,4 +1,4 @@
-"""Packaging: the wheel installs the offline core alone (numpy, PyYAML, typer, rich) into a fresh
+"""Packaging: the wheel installs the offline core alone (numpy, PyYAML, typer, rich, cel-python) into a fresh
 virtual environment, where `kai simulate` and `kai --version` work and a live command says which
 extra it needs; and `kai simulate` never imports the extras' packages."""
 

@@ -8,7 +8,9 @@ For each BindRequest that is neither Succeeded nor Failed:
    every pod bound to the node (and of pods this binder bound whose watch event has not come
    back yet) within the node's allocatable; for a fractional request, that each selected GPU
    group has room and a whole GPU is free for each group that has no reservation pod yet;
-3. fractional requests: make sure each GPU group has a reservation pod in
+3. DRA: write the allocation of each resource claim the request carries and reserve it for the pod
+   (:mod:`kai.cluster.claims`);
+   fractional requests: make sure each GPU group has a reservation pod in
    ``kai-resource-reservation`` (1 ``nvidia.com/gpu``, bound straight to the node), wait for
    its GPU UUID annotation, write the pod's GPU-sharing ConfigMaps (``NVIDIA_VISIBLE_DEVICES``,
    ``GPU_PORTION``) and label the pod with its group(s) and ``received-resource-type``;
@@ -40,6 +42,7 @@ from typing import Any
 from kai.api import keys
 from kai.api.quantity import QuantityError, as_float, cpu_millis
 from kai.api.timeutil import format_time
+from kai.cluster import claims
 from kai.cluster.cache import RESERVATION_NAMESPACE, ClusterCache, gpu_group_labels, owner_uid
 from kai.cluster.events import EventRecorder
 from kai.cluster.kube import BIND_REQUESTS, CONFIGMAPS, NODES, PODS, ApiError, Kube, object_key
@@ -288,6 +291,7 @@ class Binder:
             node = self.cache.store(NODES).get(node_name)
             if node is None:
                 raise BindError(f"node {node_name} does not exist")
+            self._allocate_claims(pod, spec)
             fractional = spec.get("receivedResourceType") == "Fraction"
             groups = list(spec.get("selectedGPUGroups") or [])
             if fractional and not groups:
@@ -330,6 +334,16 @@ class Binder:
             log.warning("bind %s -> %s: %s; will retry", pod_key, node_name, err)
             return "requeue"
         return "success"
+
+    def _allocate_claims(self, pod: dict[str, Any], spec: dict[str, Any]) -> None:
+        """DRA: write the allocation of each of the pod's resource claims (kai.cluster.claims)."""
+        allocations = spec.get("resourceClaimAllocations") or []
+        if not allocations:
+            return
+        try:
+            claims.allocate(self.kube, pod, allocations)
+        except claims.ClaimError as err:
+            raise BindError(str(err)) from err
 
     def _node_lock(self, node: str) -> threading.Lock:
         with self._node_locks_lock:

@@ -13,7 +13,9 @@ KAI's BindRequest rules:
   of the same name) is *stale*: listed in ``view.stale_bind_requests`` for the scheduler to
   delete; its pod is Pending again;
 * reservation pods (namespace ``kai-resource-reservation``) are left out: the GPU groups they
-  hold are accounted through the fractional pods that use them, as in KAI.
+  hold are accounted through the fractional pods that use them, as in KAI;
+* the Dynamic Resource Allocation kinds (DeviceClass, ResourceSlice, ResourceClaim,
+  ResourceClaimTemplate) are watched when the API server serves ``resource.k8s.io/v1``.
 
 The cache also keeps an index of pods by node (the binder's fit check reads it).
 """
@@ -29,12 +31,15 @@ from typing import Any
 from kai.api import keys
 from kai.cluster.kube import (
     BIND_REQUESTS,
+    DRA_API,
+    DRA_KINDS,
     NODES,
     PODGROUPS,
     PODS,
     PRIORITY_CLASSES,
     QUEUES,
     TOPOLOGIES,
+    ApiError,
     Kube,
     Resource,
     object_key,
@@ -42,8 +47,19 @@ from kai.cluster.kube import (
 from kai.cluster.reflector import DELETED, Reflector, Store, wait_all_synced
 
 RESERVATION_NAMESPACE = "kai-resource-reservation"
-SCHEDULER_KINDS = (NODES, PODS, QUEUES, PODGROUPS, PRIORITY_CLASSES, BIND_REQUESTS, TOPOLOGIES)
+SCHEDULER_KINDS = (NODES, PODS, QUEUES, PODGROUPS, PRIORITY_CLASSES, BIND_REQUESTS, TOPOLOGIES, *DRA_KINDS)
 BINDER_KINDS = (NODES, PODS, BIND_REQUESTS)
+
+
+def serves_dra(kube: Kube) -> bool:
+    """Whether the API server serves resource.k8s.io/v1 (KAI detects the DRA feature the same way)."""
+    try:
+        kube.get(f"/apis/{DRA_API}")
+    except ApiError as err:
+        if err.status in (403, 404):
+            return False
+        raise
+    return True
 
 
 def bind_request_failed(br: dict[str, Any]) -> bool:
@@ -111,6 +127,9 @@ class ClusterCache:
         self._index_lock = threading.Lock()
         # BindRequests being created (pod key -> body): the scheduler's own, not yet answered.
         self.in_flight: dict[str, dict[str, Any]] = {}
+        kinds = list(kinds)
+        if any(k in DRA_KINDS for k in kinds) and not serves_dra(kube):
+            kinds = [k for k in kinds if k not in DRA_KINDS]  # no DRA API: no claims to read
         for resource in kinds:
             handler = self._index_pod if resource is PODS else None
             r = Reflector(kube, resource, on_event=handler, watch_timeout=watch_timeout, name=resource.plural)
@@ -178,6 +197,8 @@ class ClusterCache:
         objects.extend(podgroups.values())
         objects.extend(items(PRIORITY_CLASSES).values())
         objects.extend(items(TOPOLOGIES).values())
+        for resource in DRA_KINDS:
+            objects.extend(items(resource).values())
         view = CacheView([], pods, podgroups, queues, nodes, brs)
         live_br: dict[str, dict[str, Any]] = {}
         for br in brs.values():

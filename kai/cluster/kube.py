@@ -87,6 +87,13 @@ PRIORITY_CLASSES = Resource("PriorityClass", "scheduling.k8s.io/v1", "prioritycl
 TOPOLOGIES = Resource("Topology", "kai.scheduler/v1alpha1", "topologies", False)
 LEASES = Resource("Lease", "coordination.k8s.io/v1", "leases", True)
 PDBS = Resource("PodDisruptionBudget", "policy/v1", "poddisruptionbudgets", True)
+# Dynamic Resource Allocation (GA in Kubernetes 1.34).
+DRA_API = "resource.k8s.io/v1"
+DEVICE_CLASSES = Resource("DeviceClass", DRA_API, "deviceclasses", False)
+RESOURCE_SLICES = Resource("ResourceSlice", DRA_API, "resourceslices", False)
+RESOURCE_CLAIMS = Resource("ResourceClaim", DRA_API, "resourceclaims", True)
+RESOURCE_CLAIM_TEMPLATES = Resource("ResourceClaimTemplate", DRA_API, "resourceclaimtemplates", True)
+DRA_KINDS = (DEVICE_CLASSES, RESOURCE_SLICES, RESOURCE_CLAIMS, RESOURCE_CLAIM_TEMPLATES)
 
 
 def object_key(obj: Mapping[str, Any]) -> str:

@@ -96,6 +96,8 @@ def usage(pg: Any, bound: set[str], evicted: set[str]) -> GroupUsage:
         requests = pod.requests
         if pod.gpu.fraction > 0:
             requests = requests.copy().add(Resources({GPU: pod.gpu.fraction * pod.gpu.num_devices}))
+        if pod.gpu.dra:  # the GPUs of its DRA claims, as KAI's podgroup controller adds them
+            requests = requests.copy().add(Resources({GPU: float(pod.gpu.dra)}))
         if status in ALIVE:
             use.requested.add(requests)
         if status in (PodStatus.RUNNING, PodStatus.ALLOCATED):

@@ -30,12 +30,18 @@ from kai.cluster.events import EventRecorder
 from kai.cluster.kube import BIND_REQUESTS, PODGROUPS, PODS, ApiError, Kube
 from kai.cluster.reflector import Store
 from kai.framework.decisions import Binding, Eviction
-from kai.model import ClusterSnapshot, PodInfo
+from kai.model import ClaimAllocation, ClusterSnapshot, PodInfo
 
 log = logging.getLogger("kai.cluster.writers")
 
 
-def bind_request_body(binding: Binding, pod: dict[str, Any], info: PodInfo | None, node_memory_mib: int) -> dict:
+def bind_request_body(
+    binding: Binding,
+    pod: dict[str, Any],
+    info: PodInfo | None,
+    node_memory_mib: int,
+    snapshot: ClusterSnapshot | None = None,
+) -> dict:
     meta = pod["metadata"]
     resource_type, count, portion = "Regular", 0, "1.00"
     if info is not None:
@@ -68,7 +74,38 @@ def bind_request_body(binding: Binding, pod: dict[str, Any], info: PodInfo | Non
     }
     if binding.gpu_groups:
         body["spec"]["selectedGPUGroups"] = list(binding.gpu_groups)
+    if binding.claims and snapshot is not None:
+        body["spec"]["resourceClaimAllocations"] = [
+            {"name": c.name, "allocation": allocation_result(c, snapshot)} for c in binding.claims
+        ]
     return body
+
+
+def allocation_result(claim: ClaimAllocation, snapshot: ClusterSnapshot) -> dict[str, Any]:
+    """A resource.k8s.io/v1 AllocationResult for one claim: its devices, the configuration of their
+    classes and of the claim, and the node the devices bind it to (when any device is the node's)."""
+    info = snapshot.resource_claims.get(claim.claim)
+    local = {d.key for d in snapshot.devices if d.node}
+    config: list[dict[str, Any]] = []
+    for request in info.requests if info is not None else ():
+        klass = snapshot.device_classes.get(request.device_class)
+        for entry in klass.config if klass is not None else ():
+            config.append({"source": "FromClass", "requests": [request.name], **entry})
+    for entry in info.config if info is not None else ():
+        config.append({"source": "FromClaim", **entry})
+    result: dict[str, Any] = {
+        "devices": {
+            "results": [
+                {"request": d.request, "driver": d.driver, "pool": d.pool, "device": d.device} for d in claim.devices
+            ],
+        }
+    }
+    if config:
+        result["devices"]["config"] = config
+    if any(d.key in local for d in claim.devices):
+        pin = {"key": "metadata.name", "operator": "In", "values": [claim.node]}
+        result["nodeSelector"] = {"nodeSelectorTerms": [{"matchFields": [pin]}]}
+    return result
 
 
 class BindRequestWriter:
@@ -108,7 +145,7 @@ class BindRequestWriter:
             pod = pods.get(binding.pod)
             if pod is None:
                 continue
-            body = bind_request_body(binding, pod, infos.get(binding.pod), memory.get(binding.node, 0))
+            body = bind_request_body(binding, pod, infos.get(binding.pod), memory.get(binding.node, 0), snapshot)
             body["metadata"]["labels"].update(self.labels)
             jobs.append((binding, pod, body))
         if self.in_flight is not None:

@@ -5,12 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kai.model import ClaimAllocation
+
 
 @dataclass(frozen=True, slots=True)
 class Binding:
     pod: str  # namespace/name
     node: str
     gpu_groups: tuple[str, ...] = ()
+    # DRA: the devices of each of the pod's resource claims (the BindRequest's resourceClaimAllocations).
+    claims: tuple[ClaimAllocation, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,13 +70,20 @@ class Decisions:
         key = (counter, action)
         self.counts[key] = self.counts.get(key, 0) + n
 
+    @staticmethod
+    def _bound(binding: Binding) -> dict[str, Any]:
+        entry: dict[str, Any] = {"pod": binding.pod, "node": binding.node, "gpuGroups": sorted(binding.gpu_groups)}
+        if binding.claims:  # what kai adds: the devices of the pod's DRA resource claims
+            entry["resourceClaims"] = [
+                {"name": c.name, "claim": c.claim, "devices": [d.key for d in c.devices]}
+                for c in sorted(binding.claims, key=lambda c: c.name)
+            ]
+        return entry
+
     def placements(self) -> dict[str, list[dict[str, Any]]]:
         """Bound, pipelined and evicted pods as the contract prints them, sorted for byte-identical output."""
         return {
-            "bound": sorted(
-                ({"pod": b.pod, "node": b.node, "gpuGroups": sorted(b.gpu_groups)} for b in self.bindings),
-                key=lambda e: e["pod"],
-            ),
+            "bound": sorted((self._bound(b) for b in self.bindings), key=lambda e: e["pod"]),
             "pipelined": sorted(({"pod": p.pod, "node": p.node} for p in self.pipelined), key=lambda e: e["pod"]),
             "evicted": sorted(
                 ({"pod": e.pod, "node": e.node, "action": e.action, "by": e.by} for e in self.evictions),

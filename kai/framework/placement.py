@@ -92,6 +92,11 @@ def find_node(
         shared_now, shared_later = ssn.gpus.fit(task)
         fits_idle = fits_idle & shared_now
         fits_future = fits_future & (shared_later if allow_pipeline else shared_now)
+    for fit in ssn.hooks.node_fits:  # resources plugins track themselves (DRA devices)
+        found = fit.fn(task)
+        if found is not None:
+            fits_idle = fits_idle & found[0]
+            fits_future = fits_future & (found[1] if allow_pipeline else found[0])
     candidates = mask & fits_future
     if not candidates.any():
         return None
@@ -152,6 +157,12 @@ def no_node_reasons(ssn: Session, task: PodInfo, subset: NodeSubset | None = Non
         if short.any():
             what = "GPU memory" if task.gpu.memory_mib else "GPU"
             reasons[f"node(s) had no {what} with room for the shared request"] += int(short.sum())
+    for fit in ssn.hooks.node_fits:  # resources plugins track themselves (DRA devices)
+        found = fit.fn(task)
+        if found is not None:
+            short = remaining & ~found[1]
+            if short.any():
+                reasons[f"node(s) {fit.reason}"] += int(short.sum())
     return reasons
 
 

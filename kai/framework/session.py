@@ -131,6 +131,20 @@ class NamedFilter:
     fn: NodeFilter
 
 
+NodeFit = Callable[[PodInfo], "tuple[np.ndarray, np.ndarray] | None"]
+
+
+@dataclass(slots=True)
+class NamedFit:
+    """Resources a plugin tracks itself (DRA devices): `fn(task)` gives, per node, whether the task fits
+    now and whether it fits once what is being released is gone (None: no opinion). Unlike a node
+    filter, evictions change the answer, so victim search does not treat it as a predicate."""
+
+    name: str
+    reason: str  # "N node(s) <reason>"
+    fn: NodeFit
+
+
 @dataclass(slots=True)
 class Hooks:
     job_order: list[Callable[[PodGroupInfo], Any]] = field(default_factory=list)
@@ -139,6 +153,7 @@ class Hooks:
     queue_order: list[Callable[[QueueInfo, PodGroupInfo], Any]] = field(default_factory=list)
     pre_predicates: list[Callable[[PodInfo], Status]] = field(default_factory=list)
     node_filters: list[NamedFilter] = field(default_factory=list)
+    node_fits: list[NamedFit] = field(default_factory=list)
     node_scorers: list[NodeScorer] = field(default_factory=list)
     job_capacity: list[Callable[[PodGroupInfo, list[PodInfo]], Status]] = field(default_factory=list)
     on_allocate: list[Callable[[PodInfo], None]] = field(default_factory=list)

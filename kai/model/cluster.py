@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kai.model.dra import Device, DeviceClassInfo, ResourceClaimInfo
 from kai.model.node import NodeInfo
 from kai.model.pod import PodInfo
 from kai.model.podgroup import PodGroupInfo
@@ -17,11 +18,11 @@ class TopologyInfo:
     levels: tuple[str, ...]  # node label keys, highest level first
 
 
-DYNAMIC_RESOURCE_ALLOCATION = "DynamicResourceAllocation"
+DRA_PRIORITIZED_LIST = "DRAPrioritizedList"
 # What kai does, for now, with an object that uses a feature it has not built (for messages).
 UNSUPPORTED_FEATURES: dict[str, str] = {
-    DYNAMIC_RESOURCE_ALLOCATION: "Dynamic Resource Allocation is not built in kai yet (the dynamicresources "
-    "plugin leaves such pods Pending, as KAI does with DRA off)",
+    DRA_PRIORITIZED_LIST: "device requests with alternatives (firstAvailable) are not built in kai yet (the "
+    "dynamicresources plugin leaves such pods Pending)",
 }
 
 
@@ -89,6 +90,11 @@ class ClusterSnapshot:
     volumes: dict[str, VolumeInfo] = field(default_factory=dict)
     storage_classes: dict[str, StorageClassInfo] = field(default_factory=dict)
     storage_listed: bool = False
+    # Dynamic Resource Allocation (kai.plugins.dynamicresources): ResourceSlices' devices (in slice order),
+    # device classes by name, and resource claims by namespace/name (with those made from templates).
+    devices: list[Device] = field(default_factory=list)
+    device_classes: dict[str, DeviceClassInfo] = field(default_factory=dict)
+    resource_claims: dict[str, ResourceClaimInfo] = field(default_factory=dict)
 
     def all_pods(self) -> list[PodInfo]:
         pods = [p for pg in self.podgroups.values() for p in pg.pods]

@@ -18,6 +18,7 @@ class NodeInfo:
     ready: bool = True  # Ready is True (or absent) and no pressure condition is True
     gpu_memory_mib: int = 0  # per device, from nvidia.com/gpu.memory
     gpu_product: str = ""
+    dra_gpus: int = 0  # devices of its ResourceSlices whose driver is a GPU driver (fair share counts them)
 
     @property
     def gpus(self) -> float:

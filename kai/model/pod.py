@@ -10,6 +10,7 @@ from kai.model.resources import GPU, Resources
 
 if TYPE_CHECKING:
     from kai.model.affinity import HostPort, InterPodAffinity
+    from kai.model.dra import PodClaim
 
 
 class PodStatus(StrEnum):
@@ -110,6 +111,7 @@ class GpuRequest:
     memory_mib: int = 0  # gpu-memory annotation
     num_devices: int = 1  # gpu-fraction-num-devices
     mig: tuple[tuple[str, int], ...] = ()  # (resource name, count)
+    dra: int = 0  # GPUs of the pod's DRA resource claims, as KAI books them (kai.model.dra)
 
     @property
     def is_shared(self) -> bool:
@@ -118,10 +120,10 @@ class GpuRequest:
     def quota_gpus(self, min_gpu_memory_mib: float = 0.0) -> float:
         """GPUs this request counts as in queue accounting."""
         if self.fraction > 0:
-            return self.fraction * self.num_devices
+            return self.fraction * self.num_devices + self.dra
         if self.memory_mib > 0 and min_gpu_memory_mib > 0:
-            return self.num_devices * self.memory_mib / min_gpu_memory_mib
-        return float(self.whole) + sum(mig_compute(name) * count for name, count in self.mig)
+            return self.num_devices * self.memory_mib / min_gpu_memory_mib + self.dra
+        return float(self.whole) + self.dra + sum(mig_compute(name) * count for name, count in self.mig)
 
 
 def mig_compute(resource: str) -> int:
@@ -161,6 +163,7 @@ class PodInfo:
     host_ports: tuple[HostPort, ...] = ()  # containers[].ports[] with a hostPort
     claims: tuple[str, ...] = ()  # PersistentVolumeClaim names of spec.volumes, in the pod's namespace
     nominated_node: str = ""  # status.nominatedNodeName
+    resource_claims: tuple[PodClaim, ...] = ()  # spec.resourceClaims (Dynamic Resource Allocation)
     # The leaf sub-group whose status counters this pod is counted in (kai.model.podgroup); set when
     # the sub-group counts its pods, never copied by `clone`.
     owner: Any = field(default=None, repr=False, compare=False)
@@ -179,11 +182,12 @@ class PodInfo:
             self.pod_affinity,
             self.host_ports,
             self.claims,
+            self.resource_claims,
         )
 
     @property
     def needs_gpu(self) -> bool:
-        return self.requests.get(GPU) > 0 or self.gpu.is_shared or bool(self.gpu.mig)
+        return self.requests.get(GPU) > 0 or self.gpu.is_shared or bool(self.gpu.mig) or self.gpu.dra > 0
 
     def clone(self) -> PodInfo:
         """A copy sharing the immutable spec parts (much cheaper than copy.copy on a slotted class)."""
@@ -211,4 +215,5 @@ class PodInfo:
             self.host_ports,
             self.claims,
             self.nominated_node,
+            self.resource_claims,
         )

@@ -3,13 +3,14 @@ reacted at once (bound pods run, evicted and pipelined pods wait again, releasin
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 from kai.cycle import run_cycle
 from kai.framework.config import SchedulerConfig
 from kai.framework.decisions import Decisions
-from kai.model import ClusterSnapshot, PodStatus
+from kai.model import ClusterSnapshot, NodeSelectorTerm, PodInfo, PodStatus, ResourceClaimInfo, SelectorRequirement
 
 
 @dataclass
@@ -58,22 +59,41 @@ def apply_decisions(
         podgroups[key].last_start = moment
     for key, moment in decisions.stale_since.items():
         podgroups[key].stale_since = moment
-    return ClusterSnapshot(
-        now=snapshot.now,
-        nodes=snapshot.nodes,
-        queues=snapshot.queues,
-        podgroups=podgroups,
-        foreign_pods=snapshot.foreign_pods,
-        topologies=snapshot.topologies,
-        warnings=snapshot.warnings,
-        unsupported=snapshot.unsupported,
-        queue_usage=snapshot.queue_usage,
-        namespaces=snapshot.namespaces,
-        claims=snapshot.claims,
-        volumes=snapshot.volumes,
-        storage_classes=snapshot.storage_classes,
-        storage_listed=snapshot.storage_listed,
-    )
+    return dataclasses.replace(snapshot, podgroups=podgroups, resource_claims=_claims_after(snapshot, decisions, pods))
+
+
+def _claims_after(
+    snapshot: ClusterSnapshot, decisions: Decisions, pods: dict[str, PodInfo]
+) -> dict[str, ResourceClaimInfo]:
+    """Resource claims once the binder allocated those of bound pods and evicted pods let theirs go."""
+    if not snapshot.resource_claims:
+        return snapshot.resource_claims
+    claims = {key: dataclasses.replace(c) for key, c in snapshot.resource_claims.items()}
+    local = {d.key for d in snapshot.devices if d.node}
+    for binding in decisions.bindings:
+        for allocation in binding.claims:
+            claim = claims.get(allocation.claim)
+            if claim is None:
+                continue
+            if not claim.allocated:
+                claim.allocated, claim.devices = True, allocation.devices
+                if any(d.key in local for d in allocation.devices):
+                    pin = SelectorRequirement("metadata.name", "In", (allocation.node,))
+                    claim.node_terms = (NodeSelectorTerm(match_fields=(pin,)),)
+            if binding.pod not in claim.reserved_for:
+                claim.reserved_for = (*claim.reserved_for, binding.pod)
+    for eviction in decisions.evictions:
+        pod = pods[eviction.pod]
+        if pod.status is PodStatus.RELEASING:
+            continue
+        for entry in pod.resource_claims:
+            claim = claims.get(entry.claim)
+            if claim is None:
+                continue
+            claim.reserved_for = tuple(p for p in claim.reserved_for if p != eviction.pod)
+            if not claim.reserved_for:
+                claim.allocated, claim.devices, claim.node_terms = False, (), ()
+    return claims
 
 
 def simulate(snapshot: ClusterSnapshot, config: SchedulerConfig, rounds: int = 1) -> SimulationResult:

@@ -119,7 +119,8 @@ class TraceResult:
 
 def pod_vector(pod: PodInfo, min_gpu_memory_mib: float = 0.0) -> tuple[float, float, float]:
     """(GPUs as queue accounting counts them, cpu millicores, memory bytes)."""
-    gpus = pod.gpu.quota_gpus(min_gpu_memory_mib) if (pod.gpu.is_shared or pod.gpu.mig) else pod.requests.get(GPU)
+    shared = pod.gpu.is_shared or pod.gpu.mig
+    gpus = pod.gpu.quota_gpus(min_gpu_memory_mib) if shared else pod.requests.get(GPU) + pod.gpu.dra
     return (gpus, pod.requests.get(CPU), pod.requests.get(MEMORY))
 
 

@@ -22,7 +22,6 @@ from kai.api.timeutil import parse_duration, parse_time
 from kai.model import (
     CPU,
     DEFAULT_SUBGROUP,
-    DYNAMIC_RESOURCE_ALLOCATION,
     GPU,
     MEMORY,
     PODS,
@@ -49,13 +48,13 @@ from kai.model import (
     Toleration,
     TopologyConstraint,
     TopologyInfo,
-    UnsupportedUse,
     VolumeInfo,
     WeightedTerm,
     unsupported_warnings,
 )
 from kai.model.affinity import WILDCARD_IP
 from kai.model.storage import IMMEDIATE, WAIT_FOR_FIRST_CONSUMER
+from kai.snapshot import dra
 
 MB = 1_000_000.0
 DRA_KINDS = {"DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate"}
@@ -169,8 +168,11 @@ class SnapshotBuilder:
                     self._problem(kind, obj, "metadata.name", "is missing")
                     continue
                 self.by_kind[kind].append(obj)
-            elif kind in DRA_KINDS:
-                ignored[f"{kind} (Dynamic Resource Allocation is not built yet)"] = ignored.get(kind, 0) + 1
+            elif kind in DRA_KINDS and group == dra.GROUP:
+                if not isinstance(obj.get("metadata"), dict) or not obj["metadata"].get("name"):
+                    self._problem(kind, obj, "metadata.name", "is missing")
+                    continue
+                self.by_kind.setdefault(kind, []).append(obj)
             else:
                 label = f"{kind or '<no kind>'} ({obj.get('apiVersion', '')})"
                 ignored[label] = ignored.get(label, 0) + 1
@@ -197,6 +199,8 @@ class SnapshotBuilder:
 
         snapshot = ClusterSnapshot(now=self.now)
         snapshot.nodes = self._nodes()
+        self.dra = dra.DraReader(self, snapshot)
+        self.dra.read()
         snapshot.topologies = self._topologies()
         snapshot.queues = self._queues()
         self._namespaces_and_storage(snapshot)
@@ -522,13 +526,10 @@ class SnapshotBuilder:
             seen.add(pod.key)
             if pod.node and pod.node not in node_names and pod.status in (PodStatus.RUNNING, PodStatus.RELEASING):
                 self.warnings.append(f"Pod {pod.key}: spec.nodeName {pod.node!r} is not a node of the snapshot")
+            self.dra.attach(obj, pod)
             if pod.scheduler_name != self.scheduler_name:
                 snapshot.foreign_pods.append(pod)
                 continue
-            claims = self._resource_claims(obj)
-            if claims:
-                use = UnsupportedUse(DYNAMIC_RESOURCE_ALLOCATION, "Pod", pod.key, "spec.resourceClaims", claims)
-                snapshot.unsupported.append(use)
             self._attach(obj, pod, groups, snapshot.queues)
         snapshot.podgroups = {k: groups[k] for k in sorted(groups)}
 
@@ -763,21 +764,6 @@ class SnapshotBuilder:
             claims=self._claims(str(meta["name"]), spec),
             nominated_node=str(status.get("nominatedNodeName") or ""),
         )
-
-    @staticmethod
-    def _resource_claims(obj: dict[str, Any]) -> str:
-        """`spec.resourceClaims` of a pod (Dynamic Resource Allocation) for messages: "" when it has none."""
-        claims = (obj.get("spec") or {}).get("resourceClaims")
-        if not isinstance(claims, list) or not claims:
-            return ""
-        parts = []
-        for claim in claims:
-            if not isinstance(claim, dict):
-                continue
-            source = claim.get("resourceClaimName") or claim.get("resourceClaimTemplateName")
-            kind = "ResourceClaim" if claim.get("resourceClaimName") else "ResourceClaimTemplate"
-            parts.append(f"{claim.get('name')} ({kind} {source})" if source else str(claim.get("name")))
-        return ", ".join(parts)
 
     def _pod_status(self, obj: dict[str, Any], spec: dict[str, Any], status: dict[str, Any]) -> PodStatus | None:
         phase = status.get("phase") or "Pending"

@@ -10,7 +10,8 @@ What is wrong (the rule, once, for the loader and the builder behind it):
 - **Accept** every value KAI accepts, with KAI's meaning, and **warn** (naming the object and field)
   on the merely odd: a negative `overQuotaWeight`, a quota or limit below zero other than -1, a quota
   above its limit, objects of kinds kai does not read, a pod using a feature kai has not built (a DRA
-  resource claim: recorded in the snapshot's `unsupported`, which the live scheduler counts).
+  request with alternatives, `firstAvailable`: recorded in the snapshot's `unsupported`, which the
+  live scheduler counts).
 """
 
 from __future__ import annotations

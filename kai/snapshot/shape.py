@@ -1,7 +1,8 @@
 """The shape of every field the snapshot builder reads, checked before the builder reads it.
 
 `check_shapes(objects)` walks each object of a kind the builder accepts (Node, Queue, PodGroup,
-PriorityClass, Pod, Topology) along a schema of the fields the builder reads, and:
+PriorityClass, Pod, Topology, and the DRA kinds DeviceClass, ResourceSlice, ResourceClaim,
+ResourceClaimTemplate) along a schema of the fields the builder reads, and:
 
 * turns a scalar where a string belongs (`name: 1`, `name: 2026-01-01`, a label value `true`) into the
   string the API server would store, as kubectl would have sent it;
@@ -44,6 +45,10 @@ KINDS = {
     ("scheduling.run.ai", "PodGroup"),
     ("scheduling.k8s.io", "PriorityClass"),
     ("kai.scheduler", "Topology"),
+    ("resource.k8s.io", "DeviceClass"),
+    ("resource.k8s.io", "ResourceSlice"),
+    ("resource.k8s.io", "ResourceClaim"),
+    ("resource.k8s.io", "ResourceClaimTemplate"),
 }
 
 # -- the schema: a node is a check applied to a value; containers say what is inside ----------------------
@@ -110,6 +115,72 @@ QUEUE_RESOURCE = Map(
     {"quota": Number(), "overQuotaWeight": Number(), "limit": Number()},
     what="a map with quota, overQuotaWeight, limit",
 )
+
+# Dynamic Resource Allocation (resource.k8s.io/v1; v1beta1 keeps a request's fields beside its name and a
+# device's under `basic`).
+CEL_SELECTORS = List(Map({"cel": Map({"expression": Str()})}))
+DRA_METADATA = Map(
+    {
+        **METADATA.fields,
+        "ownerReferences": List(Map({"kind": Str(), "name": Str(), "uid": Str()})),
+        "deletionTimestamp": Time(),
+    }
+)
+NODE_SELECTOR = Map({"nodeSelectorTerms": List(TERM)})
+EXACT_REQUEST = {"deviceClassName": Str(), "allocationMode": Str(), "selectors": CEL_SELECTORS}
+CLAIM_DEVICES = Map(
+    {
+        "requests": List(Map({"name": Str(), "exactly": Map(EXACT_REQUEST), **EXACT_REQUEST})),
+        "constraints": List(Map({"requests": List(Str()), "matchAttribute": Str()})),
+    }
+)
+DEVICE_BODY = {"attributes": Map(values=Map()), "capacity": Map(values=Map())}
+DRA_SCHEMAS: dict[str, Map] = {
+    "DeviceClass": Map({"metadata": DRA_METADATA, "spec": Map({"selectors": CEL_SELECTORS})}),
+    "ResourceSlice": Map(
+        {
+            "metadata": DRA_METADATA,
+            "spec": Map(
+                {
+                    "driver": Str(),
+                    "nodeName": Str(),
+                    "pool": Map({"name": Str()}),
+                    "nodeSelector": NODE_SELECTOR,
+                    "devices": List(Map({"name": Str(), **DEVICE_BODY, "basic": Map(DEVICE_BODY)})),
+                }
+            ),
+        }
+    ),
+    "ResourceClaim": Map(
+        {
+            "metadata": DRA_METADATA,
+            "spec": Map({"devices": CLAIM_DEVICES}),
+            "status": Map(
+                {
+                    "allocation": Map(
+                        {
+                            "devices": Map(
+                                {
+                                    "results": List(
+                                        Map({"request": Str(), "driver": Str(), "pool": Str(), "device": Str()})
+                                    )
+                                }
+                            ),
+                            "nodeSelector": NODE_SELECTOR,
+                        }
+                    ),
+                    "reservedFor": List(Map({"resource": Str(), "name": Str(), "uid": Str()})),
+                }
+            ),
+        }
+    ),
+    "ResourceClaimTemplate": Map(
+        {
+            "metadata": DRA_METADATA,
+            "spec": Map({"metadata": Map({"labels": STRINGS}), "spec": Map({"devices": CLAIM_DEVICES})}),
+        }
+    ),
+}
 
 SCHEMAS: dict[str, Map] = {
     "Node": Map(
@@ -187,12 +258,18 @@ SCHEMAS: dict[str, Map] = {
                         }
                     ),
                     "schedulingGates": List(Map({"name": Str()})),
+                    "resourceClaims": List(
+                        Map({"name": Str(), "resourceClaimName": Str(), "resourceClaimTemplateName": Str()})
+                    ),
                 }
             ),
-            "status": Map({"phase": Str()}),
+            "status": Map(
+                {"phase": Str(), "resourceClaimStatuses": List(Map({"name": Str(), "resourceClaimName": Str()}))}
+            ),
         }
     ),
     "Topology": Map({"metadata": METADATA, "spec": Map({"levels": List(Map({"nodeLabel": Str()}))})}),
+    **DRA_SCHEMAS,
 }
 
 

@@ -1,7 +1,8 @@
-"""Nothing silent, live: a pod that uses a feature kai has not built (a DRA resource claim) stays
-Pending, gets one warning event and is counted once in `kai_unsupported_feature_uses_total`; KAI
-plugins the configuration names but kai lacks are counted at start. Runs the real scheduling loop
-(`Scheduler.run_once`) on an in-memory cache, with ports that record what they are given."""
+"""Nothing silent, live: a pod that uses a feature kai has not built (a DRA device request with
+alternatives, `firstAvailable`) stays Pending, gets one warning event and is counted once in
+`kai_unsupported_feature_uses_total`; KAI plugins the configuration names but kai lacks are counted at
+start. Runs the real scheduling loop (`Scheduler.run_once`) on an in-memory cache, with ports that
+record what they are given."""
 
 from __future__ import annotations
 
@@ -64,8 +65,18 @@ def claiming_pod() -> dict[str, Any]:
     return obj
 
 
+def alternatives_claim() -> dict[str, Any]:
+    request = {"name": "gpu", "firstAvailable": [{"name": "big", "deviceClassName": "gpu.nvidia.com"}]}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "gpu-claim", "namespace": "ns", "labels": {"kai.scheduler/queue": "q"}},
+        "spec": {"devices": {"requests": [request]}},
+    }
+
+
 def scheduler(config: SchedulerConfig, ports: Ports, metrics: Metrics) -> Scheduler:
-    objects = [node("n1"), queue("q"), claiming_pod(), pod("plain", queue="q", gpus=1)]
+    objects = [node("n1"), queue("q"), alternatives_claim(), claiming_pod(), pod("plain", queue="q", gpus=1)]
     return Scheduler(
         Cache(objects),  # type: ignore[arg-type]
         config,
@@ -83,26 +94,27 @@ def counter(metrics: Metrics, feature: str) -> float:
     return value or 0.0
 
 
-def test_a_pod_with_a_resource_claim_is_not_bound_and_is_reported_once() -> None:
+def test_a_pod_using_an_unbuilt_dra_feature_is_not_bound_and_is_reported_once() -> None:
     ports, metrics = Ports(), Metrics()
     loop = scheduler(SchedulerConfig(), ports, metrics)
     report = loop.run_once()
     loop.run_once()
     assert {b.pod for b in ports.bound} == {"ns/plain"}  # the claiming pod is never bound (the cache stays as it is)
     outcome = report.decisions.jobs["ns/pg-dra"]
-    assert outcome.status == "Pending" and "gpu (ResourceClaim gpu-claim)" in outcome.message
-    assert "Dynamic Resource Allocation is not built in kai yet" in outcome.message
+    assert outcome.status == "Pending" and "ns/gpu-claim request gpu" in outcome.message
+    assert "firstAvailable" in outcome.message
     unsupported = [e for e in ports.events if e[2] == "UnsupportedFeature"]
     assert unsupported == [
         (
             "dra",
             "Warning",
             "UnsupportedFeature",
-            "spec.resourceClaims: uses gpu (ResourceClaim gpu-claim): Dynamic Resource Allocation is not built in "
-            "kai yet (the dynamicresources plugin leaves such pods Pending, as KAI does with DRA off)",
+            "spec.resourceClaims: uses ResourceClaim ns/gpu-claim request gpu (firstAvailable): device requests "
+            "with alternatives (firstAvailable) are not built in kai yet (the dynamicresources plugin leaves such "
+            "pods Pending)",
         )
     ]
-    assert counter(metrics, "DynamicResourceAllocation") == 1.0
+    assert counter(metrics, "DRAPrioritizedList") == 1.0
 
 
 def test_configured_plugins_kai_lacks_are_counted_at_start() -> None:

@@ -175,9 +175,7 @@ def test_topology_level() -> None:
         "metadata": {"name": "dc"},
         "spec": {"levels": [{"nodeLabel": "rack"}, {"nodeLabel": "kubernetes.io/hostname"}]},
     }
-    nodes = [
-        node(f"n{i}", gpus=4, labels={"rack": f"r{i}", "kubernetes.io/hostname": f"n{i}"}) for i in range(2)
-    ]
+    nodes = [node(f"n{i}", gpus=4, labels={"rack": f"r{i}", "kubernetes.io/hostname": f"n{i}"}) for i in range(2)]
     group = podgroup("ring", "a", 2)
     group["spec"]["topologyConstraint"] = {"topology": "dc", "requiredTopologyLevel": "rack"}
     pods = [pod(f"ring-{i}", group="ring", queue="a", gpus=4) for i in range(2)]
@@ -255,9 +253,16 @@ def test_a_pod_group_that_ran_and_lost_its_pods_says_so() -> None:
 
 
 def test_a_feature_kai_has_not_built_comes_before_placement() -> None:
+    # A DRA device request with alternatives (firstAvailable) is not built in kai.
     claiming = pod("dra", group="dra", queue="a", gpus=0)
     claiming["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "gpu-claim"}]
-    causes = explain([host("n1"), gq("a", 8), podgroup("dra", "a"), claiming])["ns/dra"]
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "gpu-claim", "namespace": "ns", "labels": {"kai.scheduler/queue": "a"}},
+        "spec": {"devices": {"requests": [{"name": "gpu", "firstAvailable": [{"name": "x", "deviceClassName": "g"}]}]}},
+    }
+    causes = explain([host("n1"), gq("a", 8), podgroup("dra", "a"), claim, claiming])["ns/dra"]
     assert causes[0]["code"] == "NotBuilt" and causes[0]["subject"] == "Pod ns/dra"
 
 

@@ -1,6 +1,7 @@
 """Snapshots KAI takes are taken: odd queue values are warnings naming the queue and field (never a
 refusal), an empty or GPU-less cluster schedules what it can and says why the rest waits, and a pod
-using a feature kai has not built (a DRA resource claim) is warned about and left Pending. Through the
+naming a DRA claim that does not exist, or using a DRA feature kai has not built, is left Pending with a
+message naming the claim (and a warning for the feature). Through the
 real `kai simulate` command."""
 
 from __future__ import annotations
@@ -118,19 +119,12 @@ def claiming(name: str, **claim: str) -> dict[str, Any]:
     return obj
 
 
-def test_a_pod_with_a_resource_claim_stays_pending_and_is_warned_about(tmp_path: Path) -> None:
+def test_a_pod_whose_claim_or_template_does_not_exist_stays_pending_naming_it(tmp_path: Path) -> None:
     objects = [node("n1"), queue("q"), claiming("dra"), claiming("tmpl", resourceClaimTemplateName="gpus")]
-    out, err = simulate(tmp_path, objects, "--rounds", "2")
+    out, _ = simulate(tmp_path, objects, "--rounds", "2")
     assert out["pods"]["ns/dra"]["status"] == "Pending" and out["pods"]["ns/tmpl"]["status"] == "Pending"
-    message = out["podGroups"]["ns/pg-dra"]["message"]
-    assert (
-        "gpu (ResourceClaim dra-claim)" in message and "Dynamic Resource Allocation is not built in kai yet" in message
-    )
-    assert "gpu (ResourceClaimTemplate gpus)" in out["podGroups"]["ns/pg-tmpl"]["message"]
-    assert (
-        "2 objects use DynamicResourceAllocation: Pod ns/dra (spec.resourceClaims: gpu (ResourceClaim dra-claim))"
-        in err
-    )
+    assert 'resourceclaim "dra-claim" not found' in out["podGroups"]["ns/pg-dra"]["message"]
+    assert 'resourceclaimtemplate "gpus" not found' in out["podGroups"]["ns/pg-tmpl"]["message"]
 
 
 def test_without_the_dynamicresources_plugin_a_claiming_pod_is_bound_as_kai_binds_it() -> None:
@@ -139,8 +133,17 @@ def test_without_the_dynamicresources_plugin_a_claiming_pod_is_bound_as_kai_bind
     assert out["pods"]["ns/dra"]["status"] == "Running"
 
 
-def test_many_claiming_pods_make_one_warning(tmp_path: Path) -> None:
-    objects = [node("n1"), queue("q"), *[claiming(f"p{i}") for i in range(8)]]
-    _, err = simulate(tmp_path, objects)
-    lines = [line for line in err.splitlines() if "DynamicResourceAllocation" in line]
+def test_many_pods_using_a_feature_kai_has_not_built_make_one_warning(tmp_path: Path) -> None:
+    """Device requests with alternatives (firstAvailable) are not built: the pods wait, one warning."""
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "alt", "namespace": "ns", "labels": {"kai.scheduler/queue": "q"}},
+        "spec": {"devices": {"requests": [{"name": "gpu", "firstAvailable": [{"name": "a", "deviceClassName": "x"}]}]}},
+    }
+    objects = [node("n1"), queue("q"), claim, *[claiming(f"p{i}", resourceClaimName="alt") for i in range(8)]]
+    out, err = simulate(tmp_path, objects)
+    lines = [line for line in err.splitlines() if "DRAPrioritizedList" in line]
     assert len(lines) == 1 and "and 3 more" in lines[0]
+    assert "firstAvailable" in out["podGroups"]["ns/pg-p0"]["message"]
+

@@ -197,7 +197,7 @@ class ProportionPlugin:
     def _total(ssn: Session) -> np.ndarray:
         """What fair share divides: usable nodes' allocatable, less what other schedulers' pods hold. GPUs
         are whole GPUs plus MIG slices by their compute size (`nvidia.com/mig-3g.20gb` = 3), as in queue
-        usage."""
+        usage, plus the devices of GPU drivers' ResourceSlices (DRA)."""
         nodes = ssn.nodes
         to_queue = np.zeros((len(ssn.space.names), 3))  # session columns -> (GPUs, cpu, memory)
         for col, name in enumerate(ssn.space.names):
@@ -209,6 +209,7 @@ class ProportionPlugin:
         to_queue[ssn.space.index(MEMORY), 2] = 1.0
         usable = nodes.usable
         total = nodes.allocatable[usable].sum(axis=0) @ to_queue
+        total[0] += sum(n.dra_gpus for n, ok in zip(nodes.infos, usable, strict=True) if ok)  # DRA GPUs
         for pod in ssn.snapshot.foreign_pods:
             row = nodes.index.get(pod.node)
             if row is not None and usable[row] and pod.status in (PodStatus.RUNNING, PodStatus.RELEASING):
@@ -227,11 +228,11 @@ class ProportionPlugin:
         if vec is None:
             if placed_by_memory:  # a placed gpu-memory pod counts as its portion of that node's GPUs
                 row = self.ssn.nodes.index[pod.node]
-                gpus = node_fraction(pod, int(self.ssn.gpus.node_memory[row])) * pod.gpu.num_devices
+                gpus = node_fraction(pod, int(self.ssn.gpus.node_memory[row])) * pod.gpu.num_devices + pod.gpu.dra
             elif pod.gpu.is_shared or pod.gpu.mig:
                 gpus = pod.gpu.quota_gpus(self.ssn.min_gpu_memory_mib)
             else:
-                gpus = pod.requests.get(GPU)
+                gpus = pod.requests.get(GPU) + pod.gpu.dra  # DRA claims' GPUs, as KAI books them
             vec = np.array([gpus, pod.requests.get(CPU), pod.requests.get(MEMORY)])
             self._vectors[key] = vec
         return vec
