@@ -19,10 +19,8 @@ signatures skip a job that looks like one that already failed in this action.
 
 from __future__ import annotations
 
-import bisect
-import heapq
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,24 +36,10 @@ from kai.framework.placement import (
 from kai.framework.session import EPS, Session
 from kai.framework.statement import Statement
 from kai.framework.status import Code, Status
-from kai.model import ACTIVE, ALLOCATED, GPU, PodGroupInfo, PodInfo, PodStatus, SubGroupInfo
+from kai.framework.victimpool import Candidate, Chunk, VictimPicker, task_gpus, tasks_to_evict, victim_pool
+from kai.model import ACTIVE, ALLOCATED, PodGroupInfo, PodInfo, PodStatus, SubGroupInfo
 
-
-def task_gpus(ssn: Session, pod: PodInfo) -> float:
-    """GPUs the pod counts as (fractions and MIG slices included)."""
-    if pod.gpu.is_shared or pod.gpu.mig:
-        return pod.gpu.quota_gpus(ssn.min_gpu_memory_mib)
-    return pod.requests.get(GPU)
-
-
-@dataclass(slots=True)
-class Chunk:
-    """Pods of one victim job that are evicted together: one elastic extra, or the whole gang."""
-
-    job: PodGroupInfo
-    tasks: list[PodInfo]
-    rows: list[int]  # node row of each task (-1: not on a known node)
-    groups: list[tuple[str, ...]] = field(default_factory=list)  # GPU groups each task held
+__all__ = ["Chunk", "Scenario", "Signatures", "run_evicting_action", "stand_in", "task_gpus", "tasks_to_evict"]
 
 
 @dataclass(slots=True)
@@ -82,45 +66,7 @@ class Scenario:
         return [t for t in self.victims() if t.key not in self.returned]
 
 
-# -- victim order -------------------------------------------------------------------------------------
-
-
-class _Reverse:
-    """Inverts a sort key, so that a min-heap pops the *last* job in job order first."""
-
-    __slots__ = ("key",)
-
-    def __init__(self, key: tuple[Any, ...]) -> None:
-        self.key = key
-
-    def __lt__(self, other: _Reverse) -> bool:
-        return self.key > other.key
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Reverse) and self.key == other.key
-
-    __hash__ = None  # type: ignore[assignment]
-
-
-def tasks_to_evict(ssn: Session, job: PodGroupInfo, gone: set[int]) -> tuple[list[PodInfo], bool]:
-    """One elastic extra from the last leaf (in leaf order) above its minMember, else the whole gang;
-    and whether it is an extra. Pods whose id is in `gone` are treated as already evicted."""
-    leaves = job.leaves if len(job.leaves) == 1 else sorted(job.leaves, key=ssn.subgroup_key, reverse=True)
-    actives = [[p for p in sub.pods if p.status in ACTIVE and id(p) not in gone] for sub in leaves]
-    for sub, active in zip(leaves, actives, strict=True):
-        if len(active) > sub.min_member:
-            return [max(active, key=ssn.task_key)], True
-    return [p for active in actives for p in active], False
-
-
-def _without(job: PodGroupInfo, gone: set[int]) -> PodGroupInfo:
-    """A copy of the job as it is once the pods whose id is in `gone` have left (for its job order)."""
-    keys = {p.key for p in job.pods if id(p) in gone}
-    copy = job.clone()
-    for pod in copy.pods:
-        if pod.key in keys:
-            pod.status = PodStatus.RELEASING
-    return copy
+# -- victim simulation --------------------------------------------------------------------------------
 
 
 _STAND_INS = itertools.count()  # a fresh name for every stand-in: plugins cache per job name
@@ -153,238 +99,6 @@ def stand_in(job: PodGroupInfo, tasks: list[PodInfo], suffix: str) -> PodGroupIn
         sub.pods.append(pod)
         sub.min_member += 1
     return copy
-
-
-class _Sub:
-    """Orders two comeback entries that fall between the same ranked jobs (ranked ones hold 0 there)."""
-
-    __slots__ = ("key",)
-
-    def __init__(self, key: tuple[Any, ...]) -> None:
-        self.key = key
-
-    def __lt__(self, other: object) -> bool:
-        return isinstance(other, _Sub) and self.key < other.key
-
-    def __gt__(self, other: object) -> bool:
-        return isinstance(other, _Sub) and other.key < self.key
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Sub) and self.key == other.key
-
-    __hash__ = None  # type: ignore[assignment]
-
-
-# (rank in victim order, tie break of comebacks, sequence, job)
-_Entry = tuple[float, Any, int, PodGroupInfo]
-
-
-class VictimPool:
-    """Candidate victim jobs of one action run, grouped by leaf queue, each group a heap in victim order
-    (the reverse job order: lowest priority, then jobs above their minimum, then newest first)."""
-
-    def __init__(self, ssn: Session, jobs: Iterable[PodGroupInfo]) -> None:
-        self.ssn = ssn
-        self.seq = itertools.count()
-        self.extras_first = ssn.config.params.evict_elastic_extras_first
-        self.heaps: dict[str, list[_Entry]] = {}
-        self.evictable_gpu = np.zeros(len(ssn.nodes))  # upper bound of GPUs victims hold, per node
-        # Victim order is ranked once (integers compare fast); a job that comes back after giving up an
-        # elastic pod slots in between, by its new key (see `entry`).
-        keyed = sorted(((self._key(job, set()), job) for job in jobs), key=lambda kj: kj[0])
-        self.keys = [k for k, _ in keyed]
-        for rank, (_, job) in enumerate(keyed):
-            heap = self.heaps.setdefault(job.queue, [])
-            heap.append((float(rank), 0, next(self.seq), job))
-            for pod in job.pods:
-                if pod.status in ACTIVE:
-                    row = ssn.nodes.index.get(pod.node)
-                    if row is not None:
-                        self.evictable_gpu[row] += task_gpus(ssn, pod)
-        for heap in self.heaps.values():
-            heapq.heapify(heap)
-
-    def _key(self, job: PodGroupInfo, gone: set[int]) -> tuple[Any, ...]:
-        """The job's sort key in victim order as it is once the pods in `gone` have left."""
-        key = _Reverse(self.ssn.job_key(_without(job, gone) if gone else job))
-        if not self.extras_first:
-            return (key,)
-        # Opt-in: jobs that still have pods above their minMember give those up before any gang breaks.
-        extras = any(
-            sum(1 for p in sub.pods if p.status in ACTIVE and id(p) not in gone) > sub.min_member for sub in job.leaves
-        )
-        return (0 if extras else 1, key)
-
-    def entry(self, job: PodGroupInfo, gone: set[int]) -> _Entry:
-        """A heap entry for a job that comes back: between the ranked jobs its new key falls between."""
-        key = self._key(job, gone)
-        return (bisect.bisect_left(self.keys, key) - 0.5, _Sub(key), next(self.seq), job)
-
-    def picker(
-        self,
-        action: str,
-        preemptor: PodGroupInfo,
-        queues: Callable[[str], bool],
-        jobs: Callable[[PodGroupInfo], bool],
-        max_jobs: int | None = None,
-    ) -> VictimPicker:
-        for heap in self.heaps.values():
-            # Jobs evicted for earlier preemptors sit on top (victim order is stable): drop them for good.
-            while heap and heap[0][3].count(ACTIVE) == 0:
-                heapq.heappop(heap)
-        heaps = {q: list(h) for q, h in self.heaps.items() if h and queues(q)}
-        return VictimPicker(self, action, preemptor, heaps, jobs, max_jobs)
-
-
-class VictimPicker:
-    """Hands out victim chunks for one preemptor: down the queue tree by the victim queue order (the
-    reverse of the allocation queue order, each queue judged with the victims already picked from its
-    subtree removed), then by reverse job order within the leaf."""
-
-    def __init__(
-        self,
-        pool: VictimPool,
-        action: str,
-        preemptor: PodGroupInfo,
-        heaps: dict[str, list[_Entry]],
-        jobs: Callable[[PodGroupInfo], bool],
-        max_jobs: int | None,
-    ) -> None:
-        ssn = pool.ssn
-        self.pool = pool
-        self.ssn = ssn
-        self.action = action
-        self.preemptor = preemptor
-        self.heaps = heaps
-        self.jobs = jobs
-        self.max_jobs = max_jobs
-        self.claimed: set[int] = set()  # ids of pods handed out as victims
-        self.allowed: dict[int, bool] = {}  # by id of the job
-        # Leaf queues that may give up victims to this preemptor at all (decided once), and the queue
-        # tree above them ("" is the root).
-        live = [q for q in heaps if ssn.victim_queue_allowed(action, preemptor, q)]
-        self.children: dict[str, list[str]] = {}
-        self.paths: dict[str, list[str]] = {}
-        self.left: dict[str, int] = {}  # jobs left in the heaps under each queue
-        for leaf in live:
-            path = [q.name for q in ssn.queue_path(leaf)]  # leaf first
-            self.paths[leaf] = path
-            parent = ""
-            for name in reversed(path):
-                kids = self.children.setdefault(parent, [])
-                if name not in kids:
-                    kids.append(name)
-                self.left[name] = self.left.get(name, 0) + len(heaps[leaf])
-                parent = name
-        self.handed: set[int] = set()  # ids of the jobs handed out (max_jobs counts them)
-        # Per queue, valid until the session state or its subtree changes: its key in victim order, and
-        # the leaf and pods its subtree gives up next.
-        self.queue_keys: dict[str, tuple[Any, ...]] = {}
-        self.best: dict[str, tuple[str, list[PodInfo], bool]] = {}
-        fns = ssn.hooks.victim_queue_order
-        self.key_fn = fns[0] if len(fns) == 1 else None
-        self.picked: dict[str, list[PodInfo]] = {q: [] for q in self.left}  # per queue subtree: pods handed out
-
-    def state_changed(self) -> None:
-        """Evictions became part of the statement: forget cached keys; picked pods now evicted are
-        already out of their queue's allocation."""
-        self.queue_keys.clear()
-        self.best.clear()
-        self.picked = {q: [t for t in pods if t.status in ACTIVE] for q, pods in self.picked.items()}
-
-    def _top(self, leaf: str) -> tuple[list[PodInfo], bool] | None:
-        """The pods the leaf queue's first job in victim order would give up next (and whether they are
-        an elastic extra); jobs that may not be victims of this preemptor leave the heap."""
-        ssn, heap = self.ssn, self.heaps[leaf]
-        while heap:
-            job = heap[0][3]
-            allowed = self.allowed.get(id(job))
-            if allowed is None:
-                allowed = job is not self.preemptor and self.jobs(job)
-                allowed = allowed and ssn.victim_allowed(self.action, self.preemptor, job)
-                self.allowed[id(job)] = allowed
-            if allowed:
-                tasks, extra = tasks_to_evict(ssn, job, self.claimed)
-                if tasks:
-                    return tasks, extra
-            heapq.heappop(heap)
-            self._taken(leaf, -1)
-        return None
-
-    def _best(self, name: str) -> tuple[str, list[PodInfo], bool] | None:
-        """The leaf (and the pods) the queue's subtree would give up next, chosen level by level: among
-        sibling queues, each judged with the first victim of its own subtree."""
-        cached = self.best.get(name)
-        if cached is not None:
-            return cached
-        kids = self.children.get(name)
-        found: tuple[str, list[PodInfo], bool] | None = None
-        if kids is None:
-            if not name:  # no queue may give up victims
-                return None
-            top = self._top(name)
-            if top is None:
-                return None
-            found = (name, top[0], top[1])
-        else:
-            left, best, keys = self.left, self.best, self.queue_keys
-            live = [child for child in kids if left[child]] if len(kids) > 1 else kids
-            best_key: tuple[Any, ...] | None = None
-            alone = len(live) == 1  # nothing to compare with
-            for child in live:
-                candidate = best.get(child) or self._best(child)
-                if candidate is None:
-                    continue
-                if alone:
-                    found = candidate
-                    break
-                key = keys.get(child) or self._key(child, candidate[1])
-                if best_key is None or key < best_key:
-                    best_key, found = key, candidate
-            if found is None:
-                return None
-        self.best[name] = found
-        return found
-
-    def _key(self, name: str, next_pods: list[PodInfo]) -> tuple[Any, ...]:
-        key = self.queue_keys.get(name)
-        if key is None:
-            queue = self.ssn.queues[name]
-            if self.key_fn is not None:
-                key = (self.key_fn(queue, self.picked[name], next_pods), name)
-            else:
-                key = self.ssn.victim_queue_key(queue, self.picked[name], next_pods)
-            self.queue_keys[name] = key
-        return key
-
-    def _taken(self, leaf: str, delta: int) -> None:
-        for name in self.paths[leaf]:
-            self.left[name] += delta
-            self.queue_keys.pop(name, None)
-            self.best.pop(name, None)
-        self.best.pop("", None)
-
-    def next_chunk(self) -> Chunk | None:
-        ssn = self.ssn
-        found = self._best("")
-        if found is None:
-            return None
-        leaf, tasks, extra = found
-        job = self.heaps[leaf][0][3]
-        if self.max_jobs is not None and id(job) not in self.handed and len(self.handed) >= self.max_jobs:
-            return None
-        self.handed.add(id(job))
-        heapq.heappop(self.heaps[leaf])
-        self._taken(leaf, -1)
-        self.claimed.update(id(t) for t in tasks)
-        for name in self.paths[leaf]:
-            self.picked[name].extend(tasks)
-        if extra:
-            # An elastic extra went: the rest of the job comes back, ranked as it now is.
-            heapq.heappush(self.heaps[leaf], self.pool.entry(job, self.claimed))
-            self._taken(leaf, +1)
-        rows = [ssn.nodes.index.get(t.node, -1) for t in tasks]
-        return Chunk(job, tasks, rows, [t.gpu_groups for t in tasks])
 
 
 # -- scheduling signatures ----------------------------------------------------------------------------
@@ -826,7 +540,7 @@ def run_evicting_action(
     ssn: Session,
     action: str,
     preemptors: list[PodGroupInfo],
-    victims: list[PodGroupInfo],
+    candidate: Candidate,
     *,
     queues: Callable[[PodGroupInfo], Callable[[str], bool]],
     jobs: Callable[[PodGroupInfo], Callable[[PodGroupInfo], bool]],
@@ -835,11 +549,14 @@ def run_evicting_action(
     max_victim_jobs: int | None = None,
     signature_scope: Callable[[PodGroupInfo], str] = lambda job: job.queue,
 ) -> None:
-    """Pop pending jobs in fair order and try to make room for each by evicting victims."""
-    if not preemptors or not victims:
+    """Pop pending jobs in fair order and try to make room for each by evicting victims: jobs that pass
+    the `candidate` rule, from the cycle's victim pool (shared by every action with the same rule)."""
+    if not preemptors:
+        return
+    pool = victim_pool(ssn, candidate, new_action=True)
+    if not pool.key_of:
         return
     queue = JobQueue(ssn, preemptors, ssn.config.queue_depth_per_action.get(action))
-    pool = VictimPool(ssn, victims)
     signatures = Signatures() if ssn.config.params.use_scheduling_signatures else None
     while (job := queue.pop()) is not None:
         tasks = tasks_to_allocate(ssn, job)
@@ -853,7 +570,7 @@ def run_evicting_action(
         scope = signature_scope(job)
         if signatures is not None and signatures.skip(scope, job):
             continue
-        picker = pool.picker(action, job, queues(job), jobs(job), max_victim_jobs)
+        picker = victim_pool(ssn, candidate).picker(action, job, queues(job), jobs(job), max_victim_jobs)
         had_allocated = job.count(ALLOCATED) > 0
         solver = Solver(
             ssn,
