@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from kai.framework.session import Session
+from kai.framework.session import Session, VictimQueueOrder
 from kai.model import ACTIVE, GPU, PodGroupInfo, PodInfo, PodStatus
 
 # The rule that makes a job a candidate victim at all (preemptible, with allocated pods, ...).
@@ -48,6 +48,7 @@ class Chunk:
     tasks: list[PodInfo]
     rows: list[int]  # node row of each task (-1: not on a known node)
     groups: list[tuple[str, ...]] = field(default_factory=list)  # GPU groups each task held
+    gpus: list[float] = field(default_factory=list)  # GPUs each task counts as (task_gpus)
 
 
 class _Reverse:
@@ -115,7 +116,8 @@ class VictimPool:
         self.keys: dict[str, list[tuple[Any, ...]]] = {}  # the sort keys of `jobs`, same positions
         self.key_of: dict[str, tuple[Any, ...]] = {}  # by job key, for every job in the pool
         self.held: dict[str, list[tuple[int, float]]] = {}  # by job key: (node row, GPUs) of its active pods
-        self.chunks: dict[str, tuple[list[PodInfo], bool, list[int]]] = {}  # first chunk, nothing claimed
+        self.orders = ssn.hooks.victim_queue_order
+        self.chunks: dict[str, _First] = {}  # by job key: what it gives up first, nothing claimed yet
         self.evictable_gpu = np.zeros(len(ssn.nodes))  # upper bound of GPUs candidates hold, per node
         self.dirty: set[str] = set()  # jobs whose pods changed since the last refresh
         self.kept: set[str] = set()  # jobs in the pool that no longer pass the rule (see `refresh`)
@@ -203,13 +205,15 @@ class VictimPool:
             return job.queue
         return next(q for q, jobs in self.jobs.items() if any(j.key == key for j in jobs))
 
-    def first_chunk(self, job: PodGroupInfo) -> tuple[list[PodInfo], bool, list[int]]:
+    def first_chunk(self, job: PodGroupInfo) -> _First:
         """What the job gives up first when none of its pods is claimed yet (cached until it changes)."""
         found = self.chunks.get(job.key)
         if found is None:
             tasks, extra = tasks_to_evict(self.ssn, job, _NOTHING)
             index = self.ssn.nodes.index
-            found = self.chunks[job.key] = (tasks, extra, [index.get(t.node, -1) for t in tasks])
+            rows = [index.get(t.node, -1) for t in tasks]
+            gpus = [task_gpus(self.ssn, t) for t in tasks]
+            found = self.chunks[job.key] = (tasks, extra, rows, *vectors(self.orders, tasks), gpus)
         return found
 
     def picker(
@@ -226,8 +230,38 @@ class VictimPool:
 
 # A job that came back after giving up an elastic pod: (its new key reversed, sequence, job).
 _Comeback = tuple[_Reverse, int, PodGroupInfo]
-# What a queue's subtree gives up next: (leaf, tasks, extra, job, from the comeback heap).
-_Found = tuple[str, list[PodInfo], bool, PodGroupInfo, bool]
+# Per VictimQueueOrder hook: each pod's vector, and their sum.
+_Vectors = tuple[list[list[tuple[float, ...]]], list[tuple[float, ...]]]
+# What a job gives up first: (tasks, extra, node rows, per-hook pod vectors, per-hook sums, GPUs per task).
+_First = tuple[list[PodInfo], bool, list[int], list[list[tuple[float, ...]]], list[tuple[float, ...]], list[float]]
+# What a queue's subtree gives up next: (leaf, tasks, extra, job, from the comeback heap, pod vectors, sums).
+_Found = tuple[str, list[PodInfo], bool, PodGroupInfo, bool, list[list[tuple[float, ...]]], list[tuple[float, ...]]]
+
+
+def vectors(orders: list[VictimQueueOrder], pods: list[PodInfo]) -> _Vectors:
+    """Each pod's vector for every victim queue order hook, and their sums (added pod by pod)."""
+    per: list[list[tuple[float, ...]]] = []
+    sums: list[tuple[float, ...]] = []
+    for order in orders:
+        vecs = [order.vector(p) for p in pods]
+        total = [0.0] * len(vecs[0]) if vecs else []
+        for vec in vecs:
+            for j, x in enumerate(vec):
+                total[j] += x
+        per.append(vecs)
+        sums.append(tuple(total))
+    return per, sums
+
+
+def _add(removed: list[list[float]], per: list[list[tuple[float, ...]]]) -> None:
+    """Add pod vectors (per hook) to a queue's running sums, pod by pod."""
+    for sums, vecs in zip(removed, per, strict=True):
+        for vec in vecs:
+            if not sums:
+                sums.extend(vec)
+                continue
+            for j, x in enumerate(vec):
+                sums[j] += x
 
 
 class VictimPicker:
@@ -278,16 +312,30 @@ class VictimPicker:
         # what its subtree gives up next.
         self.queue_keys: dict[str, tuple[Any, ...]] = {}
         self.best: dict[str, _Found] = {}
-        fns = ssn.hooks.victim_queue_order
-        self.key_fn = fns[0] if len(fns) == 1 else None
+        self.orders = pool.orders
+        self.key_fn = self.orders[0].key if len(self.orders) == 1 else None
         self.picked: dict[str, list[PodInfo]] = {q: [] for q in self.left}  # per queue subtree: pods handed out
+        # Per queue subtree and order hook: the running sum of the picked pods' vectors.
+        self.removed: dict[str, list[list[float]]] = {q: [[] for _ in self.orders] for q in self.left}
 
     def state_changed(self) -> None:
         """Evictions became part of the statement: forget cached keys; picked pods now evicted are
         already out of their queue's allocation."""
         self.queue_keys.clear()
         self.best.clear()
-        self.picked = {q: [t for t in pods if t.status in ACTIVE] for q, pods in self.picked.items()}
+        for name, pods in self.picked.items():
+            gone = [t for t in pods if t.status not in ACTIVE]
+            if not gone:
+                continue
+            self.picked[name] = [t for t in pods if t.status in ACTIVE]
+            removed = self.removed[name]
+            if not self.picked[name]:
+                self.removed[name] = [[] for _ in self.orders]
+                continue
+            for sums, order in zip(removed, self.orders, strict=True):
+                for pod in gone:
+                    for j, x in enumerate(order.vector(pod)):
+                        sums[j] -= x
 
     def _top(self, leaf: str) -> _Found | None:
         """What the leaf queue's first job in victim order would give up next; jobs that may not be
@@ -312,10 +360,11 @@ class VictimPicker:
             if allowed:
                 if id(job) in claimed_jobs:
                     tasks, extra = tasks_to_evict(ssn, job, self.claimed)
+                    per, sums = vectors(self.orders, tasks)
                 else:
-                    tasks, extra, _ = pool.first_chunk(job)
+                    tasks, extra, _, per, sums, _ = pool.first_chunk(job)
                 if tasks:
-                    return leaf, tasks, extra, job, from_back
+                    return leaf, tasks, extra, job, from_back, per, sums
             if from_back:
                 heapq.heappop(back)
             else:
@@ -348,7 +397,7 @@ class VictimPicker:
                 if alone:
                     found = candidate
                     break
-                key = keys.get(child) or self._key(child, candidate[1])
+                key = keys.get(child) or self._key(child, candidate[6])
                 if best_key is None or key < best_key:
                     best_key, found = key, candidate
             if found is None:
@@ -356,14 +405,14 @@ class VictimPicker:
         self.best[name] = found
         return found
 
-    def _key(self, name: str, next_pods: list[PodInfo]) -> tuple[Any, ...]:
+    def _key(self, name: str, next_sums: list[tuple[float, ...]]) -> tuple[Any, ...]:
         key = self.queue_keys.get(name)
         if key is None:
             queue = self.ssn.queues[name]
             if self.key_fn is not None:
-                key = (self.key_fn(queue, self.picked[name], next_pods), name)
+                key = (self.key_fn(queue, self.removed[name][0], next_sums[0]), name)
             else:
-                key = self.ssn.victim_queue_key(queue, self.picked[name], next_pods)
+                key = self.ssn.victim_queue_key(queue, self.removed[name], next_sums)
             self.queue_keys[name] = key
         return key
 
@@ -379,7 +428,7 @@ class VictimPicker:
         found = self._best("")
         if found is None:
             return None
-        leaf, tasks, extra, job, from_back = found
+        leaf, tasks, extra, job, from_back, per, _ = found
         if self.max_jobs is not None and id(job) not in self.handed and len(self.handed) >= self.max_jobs:
             return None
         self.handed.add(id(job))
@@ -390,15 +439,18 @@ class VictimPicker:
         self._taken(leaf, -1)
         if id(job) in self.claimed_jobs:
             rows = [self.ssn.nodes.index.get(t.node, -1) for t in tasks]
+            gpus = [task_gpus(self.ssn, t) for t in tasks]
         else:
-            rows = list(self.pool.first_chunk(job)[2])
+            first = self.pool.first_chunk(job)
+            rows, gpus = list(first[2]), list(first[5])
             self.claimed_jobs.add(id(job))
         self.claimed.update(id(t) for t in tasks)
         for name in self.paths[leaf]:
             self.picked[name].extend(tasks)
+            _add(self.removed[name], per)
         if extra:
             # An elastic extra went: the rest of the job comes back, ranked as it now is.
             key = self.pool.sort_key(job, self.claimed)
             heapq.heappush(self.back[leaf], (_Reverse(key), next(self.seq), job))
             self._taken(leaf, +1)
-        return Chunk(job, list(tasks), rows, [t.gpu_groups for t in tasks])
+        return Chunk(job, list(tasks), rows, [t.gpu_groups for t in tasks], gpus)

@@ -20,6 +20,7 @@ signatures skip a job that looks like one that already failed in this action.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -186,7 +187,12 @@ class Solver:
         self.reason = ""
         self.budget = ""
         self.gpu_col = ssn.nodes.gpu_col
-        self._base: tuple[float, np.ndarray, np.ndarray, float] | None = None  # GPU check cache
+        # GPU check cache: (GPUs per task, free per node, whole tasks per node, their total, the mask),
+        # the per-node values as Python lists (read one node at a time).
+        self._base: tuple[float, list[float], list[float], float, list[bool]] | None = None
+        self.equal_upto = 0  # the first `equal_upto` tasks ask for the same number of GPUs
+        params = ssn.config.params
+        self.budget_on = params.max_evicted_gpu_ratio >= 0 or params.max_evicted_gpus_per_queue >= 0
         self.policy_rejected = False  # the last trial failed a validator (not placement)
 
     # -- cheap filters ----------------------------------------------------------------------------
@@ -195,31 +201,36 @@ class Solver:
         if chunks:
             free = free.copy()
             for chunk in chunks:
-                for task, row in zip(chunk.tasks, chunk.rows, strict=True):
+                for task, row, gpus in zip(chunk.tasks, chunk.rows, chunk.gpus, strict=True):
                     if row >= 0 and task.status in ACTIVE:
-                        free[row] += task_gpus(self.ssn, task)
+                        free[row] += gpus
         return free[self.mask]
 
     def _feasible_with(self, chunks: list[Chunk], k: int) -> bool:
         """The GPU check for the first k tasks with `chunks` evicted. Equal requests (the common gang)
         take an O(changed nodes) path over cached per-node counts; others the vectorised check."""
-        needs = self.needs[:k]
-        g = needs[0] if needs else 0.0
-        if g <= EPS or any(abs(x - g) > EPS for x in needs):
-            return _gpu_feasible(self._free_gpus(chunks), needs)
+        g = self.needs[0] if k else 0.0
+        if g <= EPS or k > self.equal_upto:
+            return _gpu_feasible(self._free_gpus(chunks), self.needs[:k])
         if self._base is None or self._base[0] != g:
             free = self._base_free()
             fits = np.where(self.mask, np.floor(free / g + EPS), 0.0)
-            self._base = (g, free, fits, float(fits.sum()))
-        _, free, fits, total = self._base
+            self._base = (g, free.tolist(), fits.tolist(), float(fits.sum()), self.mask.tolist())
+        _, free_l, fits_l, total, mask_l = self._base
+        if len(chunks) == 1 and len(chunks[0].tasks) == 1:  # the common pop: one pod on one node
+            chunk = chunks[0]
+            row = chunk.rows[0]
+            if row >= 0 and mask_l[row] and chunk.tasks[0].status in ACTIVE:
+                total += math.floor((free_l[row] + chunk.gpus[0]) / g + EPS) - fits_l[row]
+            return total >= k - EPS
         extra: dict[int, float] = {}
         for chunk in chunks:
-            for task, row in zip(chunk.tasks, chunk.rows, strict=True):
-                if row >= 0 and self.mask[row] and task.status in ACTIVE:
-                    extra[row] = extra.get(row, 0.0) + task_gpus(self.ssn, task)
+            for task, row, gpus in zip(chunk.tasks, chunk.rows, chunk.gpus, strict=True):
+                if row >= 0 and mask_l[row] and task.status in ACTIVE:
+                    extra[row] = extra.get(row, 0.0) + gpus
         for row, more in extra.items():
-            total += float(np.floor((free[row] + more) / g + EPS)) - fits[row]
-        return total >= len(needs) - EPS
+            total += math.floor((free_l[row] + more) / g + EPS) - fits_l[row]
+        return total >= k - EPS
 
     def _base_free(self) -> np.ndarray:
         """Per node, GPUs idle or releasing, the unused and releasing portions of shared GPUs included."""
@@ -430,6 +441,8 @@ class Solver:
             mask |= fits
         self.mask = mask
         self.needs = [float(ssn.vector(t)[self.gpu_col]) for t in tasks]
+        first = self.needs[0]
+        self.equal_upto = next((i for i, x in enumerate(self.needs) if abs(x - first) > EPS), len(self.needs))
         if needs_gpu and self._hopeless(tasks):
             return Outcome(False, "not enough GPUs even with every candidate victim evicted")
         keep_share = ssn.config.params.reclaim_keeps_victim_share
@@ -450,7 +463,7 @@ class Solver:
                 if chunk is None:
                     self.stmt.discard()
                     return Outcome(False, self.reason, self.budget)
-                over = self._check_budget([*recorded, chunk], set())
+                over = self._check_budget([*recorded, chunk], set()) if self.budget_on else ""
                 if over:
                     self.budget = over  # this chunk can never be part of an acceptable scenario
                     ssn.decisions.count("filtered", self.action)
