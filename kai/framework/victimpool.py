@@ -117,7 +117,7 @@ class VictimPool:
         self.key_of: dict[str, tuple[Any, ...]] = {}  # by job key, for every job in the pool
         self.held: dict[str, list[tuple[int, float]]] = {}  # by job key: (node row, GPUs) of its active pods
         self.orders = ssn.hooks.victim_queue_order
-        self.chunks: dict[str, _First] = {}  # by job key: what it gives up first, nothing claimed yet
+        self.chunks: dict[int, _First] = {}  # by id of the job: what it gives up first, nothing claimed yet
         self.evictable_gpu = np.zeros(len(ssn.nodes))  # upper bound of GPUs candidates hold, per node
         self.dirty: set[str] = set()  # jobs whose pods changed since the last refresh
         self.kept: set[str] = set()  # jobs in the pool that no longer pass the rule (see `refresh`)
@@ -181,7 +181,8 @@ class VictimPool:
                 del keys[i], jobs[i]
                 for row, gpus in self.held.pop(key):
                     self.evictable_gpu[row] -= gpus
-                self.chunks.pop(key, None)
+                if job is not None:
+                    self.chunks.pop(id(job), None)
                 self.kept.discard(key)
             if job is None:
                 continue
@@ -207,13 +208,13 @@ class VictimPool:
 
     def first_chunk(self, job: PodGroupInfo) -> _First:
         """What the job gives up first when none of its pods is claimed yet (cached until it changes)."""
-        found = self.chunks.get(job.key)
+        found = self.chunks.get(id(job))
         if found is None:
             tasks, extra = tasks_to_evict(self.ssn, job, _NOTHING)
             index = self.ssn.nodes.index
             rows = [index.get(t.node, -1) for t in tasks]
             gpus = [task_gpus(self.ssn, t) for t in tasks]
-            found = self.chunks[job.key] = (tasks, extra, rows, *vectors(self.orders, tasks), gpus)
+            found = self.chunks[id(job)] = (tasks, extra, rows, *vectors(self.orders, tasks), gpus)
         return found
 
     def picker(
@@ -259,9 +260,13 @@ def _add(removed: list[list[float]], per: list[list[tuple[float, ...]]]) -> None
         for vec in vecs:
             if not sums:
                 sums.extend(vec)
-                continue
-            for j, x in enumerate(vec):
-                sums[j] += x
+            elif len(vec) == 3:
+                sums[0] += vec[0]
+                sums[1] += vec[1]
+                sums[2] += vec[2]
+            else:
+                for j, x in enumerate(vec):
+                    sums[j] += x
 
 
 class VictimPicker:
@@ -355,7 +360,11 @@ class VictimPicker:
             allowed = allowed_of.get(id(job))
             if allowed is None:
                 allowed = job is not self.preemptor and self.jobs(job)
-                allowed = allowed and ssn.victim_allowed(self.action, self.preemptor, job)
+                filters = ssn.hooks.victim_filters
+                if allowed and len(filters) == 1:
+                    allowed = filters[0](self.action, self.preemptor, job)
+                elif allowed:
+                    allowed = ssn.victim_allowed(self.action, self.preemptor, job)
                 allowed_of[id(job)] = allowed
             if allowed:
                 if id(job) in claimed_jobs:
@@ -429,25 +438,27 @@ class VictimPicker:
         if found is None:
             return None
         leaf, tasks, extra, job, from_back, per, _ = found
-        if self.max_jobs is not None and id(job) not in self.handed and len(self.handed) >= self.max_jobs:
+        job_id = id(job)
+        if self.max_jobs is not None and job_id not in self.handed and len(self.handed) >= self.max_jobs:
             return None
-        self.handed.add(id(job))
+        self.handed.add(job_id)
         if from_back:
             heapq.heappop(self.back[leaf])
         else:
             self.pos[leaf] -= 1
         self._taken(leaf, -1)
-        if id(job) in self.claimed_jobs:
+        if job_id in self.claimed_jobs:
             rows = [self.ssn.nodes.index.get(t.node, -1) for t in tasks]
             gpus = [task_gpus(self.ssn, t) for t in tasks]
         else:
-            first = self.pool.first_chunk(job)
+            first = self.pool.chunks[job_id]  # _top looked it up
             rows, gpus = list(first[2]), list(first[5])
-            self.claimed_jobs.add(id(job))
-        self.claimed.update(id(t) for t in tasks)
+            self.claimed_jobs.add(job_id)
+        self.claimed.update(map(id, tasks))
+        picked, removed = self.picked, self.removed
         for name in self.paths[leaf]:
-            self.picked[name].extend(tasks)
-            _add(self.removed[name], per)
+            picked[name].extend(tasks)
+            _add(removed[name], per)
         if extra:
             # An elastic extra went: the rest of the job comes back, ranked as it now is.
             key = self.pool.sort_key(job, self.claimed)
