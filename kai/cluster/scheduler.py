@@ -38,12 +38,13 @@ from kai.cluster.cache import CacheView, ClusterCache
 from kai.cluster.events import EventRecorder
 from kai.cluster.metrics import Metrics
 from kai.cluster.status import queue_usage
+from kai.cluster.usagedb import usage_source
 from kai.cycle import run_cycle
 from kai.framework.config import SchedulerConfig
 from kai.framework.decisions import Binding, Decisions, Eviction
 from kai.model import CPU, GPU, MEMORY, ClusterSnapshot, UnsupportedUse
 from kai.snapshot.builder import build_snapshot
-from kai.usage import UsageTracker
+from kai.usage import UsageTracker, snapshot_capacity
 
 log = logging.getLogger("kai.cluster.scheduler")
 
@@ -143,8 +144,10 @@ class Scheduler:
             if metrics is not None:
                 metrics.unsupported.labels(f"plugin/{name}").inc()
         self._stop = threading.Event()
-        # Time-based fair share (usageDBConfig set): usage from the scheduler's own record of allocations.
-        self.usage = UsageTracker(config.usage_db.params) if config.usage_db is not None else None
+        # Time-based fair share (usageDBConfig set): usage from Prometheus, or the scheduler's own record.
+        self.usage = usage_source(
+            config.usage_db, metrics_namespace=metrics.namespace if metrics is not None else "kai", metrics=metrics
+        )
 
     # -- one cycle --------------------------------------------------------------------------------
     def run_once(self) -> CycleReport:
@@ -155,6 +158,10 @@ class Scheduler:
             self.bind_requests.delete_stale(view.stale_bind_requests)
         objects = partition.select(view.objects, self.nodepool_label_key, self.partition_label_value)
         result = build_snapshot(objects, now, self.config.params.scheduler_name, queue_label_key=self.queue_label_key)
+        if objects is not view.objects:  # a node pool's scheduler: a queue of another pool is not "missing"
+            result.problems[:] = partition.explain(
+                result.problems, view.queues, self.nodepool_label_key, self.partition_label_value
+            )
         self._report_problems(result.problems, view)
         snapshot = result.snapshot
         self._report_unsupported(snapshot.unsupported, view)
@@ -162,7 +169,7 @@ class Scheduler:
             self.usage.observe(snapshot)
             t_usage = time.perf_counter()
             snapshot.queue_usage = self.usage.queue_usage(now)
-            if self.metrics is not None:  # kai's usage "query" reads its own history (no usage DB yet)
+            if self.metrics is not None and isinstance(self.usage, UsageTracker):  # its own history
                 self.metrics.usage_query.observe((time.perf_counter() - t_usage) * 1000)
         self.last_input = CycleInput(now, _accepted(objects, result.problems))
         steps: dict[str, float] = {}
@@ -293,6 +300,10 @@ class Scheduler:
             m.queue_allocated_gpus.labels(name).set(use.allocated.gpu)
             m.queue_allocated_cpu.labels(name).set(use.allocated.cpu / 1000)
             m.queue_allocated_memory.labels(name).set(use.allocated.memory)
+        capacity = snapshot_capacity(snapshot)
+        m.cluster_capacity.labels("nvidia_com_gpu").set(capacity[GPU])
+        m.cluster_capacity.labels("cpu").set(capacity[CPU] / 1000)
+        m.cluster_capacity.labels("memory").set(capacity[MEMORY])
 
     # -- the loop -------------------------------------------------------------------------------
     def run(self, is_leader: Callable[[], bool] = lambda: True, max_cycles: int = 0) -> None:
@@ -318,6 +329,8 @@ class Scheduler:
 
     def stop(self) -> None:
         self._stop.set()
+        if self.usage is not None:
+            self.usage.close()
 
     def healthy(self, stuck_after: float = 60.0) -> bool:
         return time.monotonic() - self.last_loop < max(stuck_after, 10 * self.period)
