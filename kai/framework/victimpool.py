@@ -272,7 +272,12 @@ def _add(removed: list[list[float]], per: list[list[tuple[float, ...]]]) -> None
 class VictimPicker:
     """Hands out victim chunks for one preemptor: down the queue tree by the victim queue order (the
     reverse of the allocation queue order, each queue judged with the victims already picked from its
-    subtree removed), then by reverse job order within the leaf."""
+    subtree removed), then by reverse job order within the leaf.
+
+    Every queue of the tree holds what its subtree gives up next (`cand`) and, once compared with a
+    sibling, its key; a pop changes only the popped leaf's path, which is brought up to date leaf first
+    (the siblings' keys stay as they were). Keys read the session's queue allocations, which the solver
+    changes between pops, so every update waits for the next pop."""
 
     def __init__(
         self,
@@ -300,34 +305,73 @@ class VictimPicker:
         self.pos: dict[str, int] = {leaf: len(pool.jobs[leaf]) for leaf in live}  # cursor: jobs[:pos] left
         self.back: dict[str, list[_Comeback]] = {leaf: [] for leaf in live}
         self.children: dict[str, list[str]] = {}
-        self.paths: dict[str, list[str]] = {}
-        self.left: dict[str, int] = {}  # jobs left under each queue
+        self.paths: dict[str, list[str]] = {}  # per leaf: the leaf and its ancestors, leaf first
         for leaf in live:
-            path = [q.name for q in ssn.queue_path(leaf)]  # leaf first
+            path = [q.name for q in ssn.queue_path(leaf)]
             self.paths[leaf] = path
             parent = ""
             for name in reversed(path):
                 kids = self.children.setdefault(parent, [])
                 if name not in kids:
                     kids.append(name)
-                self.left[name] = self.left.get(name, 0) + self.pos[leaf]
                 parent = name
         self.handed: set[int] = set()  # ids of the jobs handed out (max_jobs counts them)
-        # Per queue, valid until the session state or its subtree changes: its key in victim order, and
-        # what its subtree gives up next.
-        self.queue_keys: dict[str, tuple[Any, ...]] = {}
-        self.best: dict[str, _Found] = {}
         self.orders = pool.orders
         self.key_fn = self.orders[0].key if len(self.orders) == 1 else None
-        self.picked: dict[str, list[PodInfo]] = {q: [] for q in self.left}  # per queue subtree: pods handed out
+        queues = [q for path in self.paths.values() for q in path]
+        self.picked: dict[str, list[PodInfo]] = {q: [] for q in queues}  # per queue subtree: pods handed out
         # Per queue subtree and order hook: the running sum of the picked pods' vectors.
-        self.removed: dict[str, list[list[float]]] = {q: [[] for _ in self.orders] for q in self.left}
+        self.removed: dict[str, list[list[float]]] = {q: [[] for _ in self.orders] for q in queues}
+        self.cand: dict[str, _Found | None] = {}  # per queue ("" the root): what its subtree gives next
+        self.queue_keys: dict[str, tuple[Any, ...]] = {}  # per queue, while its `cand` and sums hold
+        self.stale = True  # everything must be chosen again before the next pop
+        self.changed: str | None = None  # or only the path of this leaf
+
+    def _rebuild(self) -> None:
+        """Every queue's next victim, leaves first (children before their parents)."""
+        self.cand.clear()
+        self.queue_keys.clear()
+        for leaf in self.paths:
+            self.cand[leaf] = self._top(leaf)
+        for name in reversed(self._post_order("")):
+            if name in self.children:
+                self._choose(name)
+
+    def _post_order(self, name: str) -> list[str]:
+        """The queue and its subtree, parents before children."""
+        out = [name]
+        for child in self.children.get(name, ()):
+            out += self._post_order(child)
+        return out
+
+    def _choose(self, name: str) -> None:
+        """The child whose subtree gives up the next victim: the smallest key among those with one."""
+        cand = self.cand
+        live = [child for child in self.children[name] if cand[child] is not None]
+        if not live:
+            cand[name] = None
+        elif len(live) == 1:  # nothing to compare with
+            cand[name] = cand[live[0]]
+        else:
+            cand[name] = cand[min(live, key=self._key)]
+        self.queue_keys.pop(name, None)
+
+    def _key(self, name: str) -> tuple[Any, ...]:
+        key = self.queue_keys.get(name)
+        if key is None:
+            found = self.cand[name]
+            assert found is not None
+            queue = self.ssn.queues[name]
+            if self.key_fn is not None:
+                key = (self.key_fn(queue, self.removed[name][0], found[6][0]), name)
+            else:
+                key = self.ssn.victim_queue_key(queue, self.removed[name], found[6])
+            self.queue_keys[name] = key
+        return key
 
     def state_changed(self) -> None:
-        """Evictions became part of the statement: forget cached keys; picked pods now evicted are
-        already out of their queue's allocation."""
-        self.queue_keys.clear()
-        self.best.clear()
+        """Evictions became part of the statement: keys are stale; picked pods now evicted are already
+        out of their queue's allocation."""
         for name, pods in self.picked.items():
             gone = [t for t in pods if t.status not in ACTIVE]
             if not gone:
@@ -341,6 +385,7 @@ class VictimPicker:
                 for pod in gone:
                     for j, x in enumerate(order.vector(pod)):
                         sums[j] -= x
+        self.stale = True
 
     def _top(self, leaf: str) -> _Found | None:
         """What the leaf queue's first job in victim order would give up next; jobs that may not be
@@ -378,63 +423,20 @@ class VictimPicker:
                 heapq.heappop(back)
             else:
                 self.pos[leaf] = pos - 1
-            self._taken(leaf, -1)
-
-    def _best(self, name: str) -> _Found | None:
-        """What the queue's subtree would give up next, chosen level by level: among sibling queues,
-        each judged with the first victim of its own subtree."""
-        cached = self.best.get(name)
-        if cached is not None:
-            return cached
-        kids = self.children.get(name)
-        found: _Found | None = None
-        if kids is None:
-            if not name:  # no queue may give up victims
-                return None
-            found = self._top(name)
-            if found is None:
-                return None
-        else:
-            left, best, keys = self.left, self.best, self.queue_keys
-            live = [child for child in kids if left[child]] if len(kids) > 1 else kids
-            best_key: tuple[Any, ...] | None = None
-            alone = len(live) == 1  # nothing to compare with
-            for child in live:
-                candidate = best.get(child) or self._best(child)
-                if candidate is None:
-                    continue
-                if alone:
-                    found = candidate
-                    break
-                key = keys.get(child) or self._key(child, candidate[6])
-                if best_key is None or key < best_key:
-                    best_key, found = key, candidate
-            if found is None:
-                return None
-        self.best[name] = found
-        return found
-
-    def _key(self, name: str, next_sums: list[tuple[float, ...]]) -> tuple[Any, ...]:
-        key = self.queue_keys.get(name)
-        if key is None:
-            queue = self.ssn.queues[name]
-            if self.key_fn is not None:
-                key = (self.key_fn(queue, self.removed[name][0], next_sums[0]), name)
-            else:
-                key = self.ssn.victim_queue_key(queue, self.removed[name], next_sums)
-            self.queue_keys[name] = key
-        return key
-
-    def _taken(self, leaf: str, delta: int) -> None:
-        left, keys, best = self.left, self.queue_keys, self.best
-        for name in self.paths[leaf]:
-            left[name] += delta
-            keys.pop(name, None)
-            best.pop(name, None)
-        best.pop("", None)
 
     def next_chunk(self) -> Chunk | None:
-        found = self._best("")
+        if self.stale:
+            self._rebuild()
+            self.stale, self.changed = False, None
+        elif self.changed is not None:
+            # Only the last popped leaf's path changed: its next victim, then each ancestor's choice.
+            leaf, self.changed = self.changed, None
+            self.cand[leaf] = self._top(leaf)
+            self.queue_keys.pop(leaf, None)
+            for name in self.paths[leaf][1:]:
+                self._choose(name)
+            self._choose("")
+        found = self.cand.get("")
         if found is None:
             return None
         leaf, tasks, extra, job, from_back, per, _ = found
@@ -446,7 +448,6 @@ class VictimPicker:
             heapq.heappop(self.back[leaf])
         else:
             self.pos[leaf] -= 1
-        self._taken(leaf, -1)
         if job_id in self.claimed_jobs:
             rows = [self.ssn.nodes.index.get(t.node, -1) for t in tasks]
             gpus = [task_gpus(self.ssn, t) for t in tasks]
@@ -456,12 +457,15 @@ class VictimPicker:
             self.claimed_jobs.add(job_id)
         self.claimed.update(map(id, tasks))
         picked, removed = self.picked, self.removed
-        for name in self.paths[leaf]:
+        path = self.paths[leaf]
+        for name in path:
             picked[name].extend(tasks)
             _add(removed[name], per)
         if extra:
             # An elastic extra went: the rest of the job comes back, ranked as it now is.
             key = self.pool.sort_key(job, self.claimed)
             heapq.heappush(self.back[leaf], (_Reverse(key), next(self.seq), job))
-            self._taken(leaf, +1)
+        self.changed = leaf
+        for name in path:
+            self.queue_keys.pop(name, None)
         return Chunk(job, list(tasks), rows, [t.gpu_groups for t in tasks], gpus)
