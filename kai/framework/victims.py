@@ -6,7 +6,7 @@ resources they release, i.e. pipelined), victims are placed again elsewhere when
 the action's validators (session hooks) judge the result. The job grows one task at a time; victims
 found for the first k tasks are kept while looking for task k+1 ("recorded victims").
 
-Victims come from a `VictimPicker` in victim order (least deserving queue first, then lowest
+Victims come from a `VictimPicker` (kai/framework/victimpool.py) in victim order (least deserving queue first, then lowest
 priority / newest job first; elastic extras before any gang is broken). Each pop adds a *chunk*: one
 elastic extra pod, or a whole gang. A newly popped chunk is tried node by node: for each node it
 touches, only the chunks that sit on that node are evicted, so that pods scattered over the cluster
