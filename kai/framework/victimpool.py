@@ -353,7 +353,13 @@ class VictimPicker:
         elif len(live) == 1:  # nothing to compare with
             cand[name] = cand[live[0]]
         else:
-            cand[name] = cand[min(live, key=self._key)]
+            keys, key_of = self.queue_keys, self._key
+            best, best_key = live[0], keys.get(live[0]) or key_of(live[0])
+            for child in live[1:]:
+                key = keys.get(child) or key_of(child)
+                if key < best_key:
+                    best, best_key = child, key
+            cand[name] = cand[best]
         self.queue_keys.pop(name, None)
 
     def _key(self, name: str) -> tuple[Any, ...]:

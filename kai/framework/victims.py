@@ -6,11 +6,11 @@ resources they release, i.e. pipelined), victims are placed again elsewhere when
 the action's validators (session hooks) judge the result. The job grows one task at a time; victims
 found for the first k tasks are kept while looking for task k+1 ("recorded victims").
 
-Victims come from a `VictimPicker` (kai/framework/victimpool.py) in victim order (least deserving queue first, then lowest
-priority / newest job first; elastic extras before any gang is broken). Each pop adds a *chunk*: one
-elastic extra pod, or a whole gang. A newly popped chunk is tried node by node: for each node it
-touches, only the chunks that sit on that node are evicted, so that pods scattered over the cluster
-are not all killed to free one node. A gang victim is always evicted whole.
+Victims come from a `VictimPicker` (kai/framework/victimpool.py) in victim order (least deserving
+queue first, then lowest priority / newest job first; elastic extras before any gang is broken).
+Each pop adds a *chunk*: one elastic extra pod, or a whole gang. A newly popped chunk is tried node
+by node: for each node it touches, only the chunks that sit on that node are evicted, so that pods
+scattered over the cluster are not all killed to free one node. A gang victim is always evicted whole.
 
 Cheap filters run before any simulation: the nodes the job may use at all (predicates), and a GPU
 count check over idle + releasing + freed GPUs, so that hopeless jobs cost little. Scheduling
@@ -188,9 +188,8 @@ class Solver:
         self.reason = ""
         self.budget = ""
         self.gpu_col = ssn.nodes.gpu_col
-        # GPU check cache: (GPUs per task, free per node, whole tasks per node, their total, the mask),
-        # the per-node values as Python lists (read one node at a time).
-        self._base: tuple[float, list[float], list[float], float, list[bool]] | None = None
+        # GPU check cache: (GPUs per task, free per node, whole tasks per node, their total).
+        self._base: tuple[float, np.ndarray, np.ndarray, float] | None = None
         self.equal_upto = 0  # the first `equal_upto` tasks ask for the same number of GPUs
         params = ssn.config.params
         self.budget_on = params.max_evicted_gpu_ratio >= 0 or params.max_evicted_gpus_per_queue >= 0
@@ -216,21 +215,22 @@ class Solver:
         if self._base is None or self._base[0] != g:
             free = self._base_free()
             fits = np.where(self.mask, np.floor(free / g + EPS), 0.0)
-            self._base = (g, free.tolist(), fits.tolist(), float(fits.sum()), self.mask.tolist())
-        _, free_l, fits_l, total, mask_l = self._base
+            self._base = (g, free, fits, float(fits.sum()))
+        _, free, fits, total = self._base
+        mask = self.mask
         if len(chunks) == 1 and len(chunks[0].tasks) == 1:  # the common pop: one pod on one node
             chunk = chunks[0]
             row = chunk.rows[0]
-            if row >= 0 and mask_l[row] and chunk.tasks[0].status in ACTIVE:
-                total += math.floor((free_l[row] + chunk.gpus[0]) / g + EPS) - fits_l[row]
+            if row >= 0 and mask.item(row) and chunk.tasks[0].status in ACTIVE:
+                total += math.floor((free.item(row) + chunk.gpus[0]) / g + EPS) - fits.item(row)
             return total >= k - EPS
         extra: dict[int, float] = {}
         for chunk in chunks:
             for task, row, gpus in zip(chunk.tasks, chunk.rows, chunk.gpus, strict=True):
-                if row >= 0 and mask_l[row] and task.status in ACTIVE:
+                if row >= 0 and mask.item(row) and task.status in ACTIVE:
                     extra[row] = extra.get(row, 0.0) + gpus
         for row, more in extra.items():
-            total += math.floor((free_l[row] + more) / g + EPS) - fits_l[row]
+            total += math.floor((free.item(row) + more) / g + EPS) - fits.item(row)
         return total >= k - EPS
 
     def _base_free(self) -> np.ndarray:
