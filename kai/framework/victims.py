@@ -469,7 +469,7 @@ class Solver:
                     self.budget = over  # this chunk can never be part of an acceptable scenario
                     ssn.decisions.count("filtered", self.action)
                     continue
-                rows = sorted(set(chunk.rows))
+                rows = chunk.rows if len(chunk.rows) == 1 else sorted(set(chunk.rows))
                 for row in rows:
                     potential.setdefault(row, []).append(chunk)
                 for row in rows:
