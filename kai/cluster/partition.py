@@ -40,10 +40,13 @@ def select(objects: list[dict[str, Any]], label_key: str, value: str) -> list[di
         return objects
     nodes: set[str] = set()
     groups: set[str] = set()
+    every_group: set[str] = set()
     for o in objects:
         kind = o.get("kind")
+        meta = o.get("metadata") or {}
+        if kind == "PodGroup":
+            every_group.add(f"{meta.get('namespace')}/{meta.get('name')}")
         if kind in ("Node", "PodGroup") and member(_labels(o), label_key, value):
-            meta = o.get("metadata") or {}
             if kind == "Node":
                 nodes.add(meta.get("name"))
             else:
@@ -68,7 +71,9 @@ def select(objects: list[dict[str, Any]], label_key: str, value: str) -> list[di
                     kept.append(obj)
                 continue
             group = (meta.get("annotations") or {}).get(keys.POD_GROUP_ANNOTATION)
-            if (f"{meta.get('namespace')}/{group}" in groups) if group else member(_labels(obj), label_key, value):
+            key = f"{meta.get('namespace')}/{group}"
+            # A pod whose PodGroup exists nowhere goes by its own label, so that a scheduler reports it.
+            if (key in groups) if group and key in every_group else member(_labels(obj), label_key, value):
                 kept.append(obj)
         else:
             kept.append(obj)
