@@ -1,11 +1,17 @@
 """`make bench`: build synthetic snapshots (S, M, L), run one full scheduling cycle on each, and print
 snapshot-build time, time per action, total cycle time and peak memory. Every time is shown as wall
-time and as this process's CPU time (the machines are shared: CPU time is what to compare)."""
+time and as this process's CPU time (the machines are shared: CPU time is what to compare).
+
+Budgets (CPU seconds) come from scenarios.yaml: `budget_seconds` for the whole cycle, `step_budgets`
+for single steps. Scenarios of one `series` (the same cluster at growing sizes, `extends` naming the
+base scenario) also get the growth exponent of their eviction steps between sizes, flagged above 1
+(worse than linear). Every miss is listed again at the end."""
 
 from __future__ import annotations
 
 import argparse
 import gc
+import math
 import resource
 import sys
 import time
@@ -21,6 +27,9 @@ from generate import cluster
 from kai.cycle import run_cycle
 from kai.framework.config import SchedulerConfig
 from kai.snapshot.builder import build_snapshot
+
+MISSES: list[str] = []  # every target missed in this run, for the summary at the end
+GROWTH_STEPS = ("consolidation", "reclaim", "preempt")  # steps whose growth a series reports
 
 
 def measure(name: str, spec: dict, repeat: int) -> dict[str, float]:
@@ -58,9 +67,18 @@ def measure(name: str, spec: dict, repeat: int) -> dict[str, float]:
     )
     print(f"   {'':<19} {'wall':>8}   {'CPU':>8}")
     print(f"   snapshot build      {build:8.3f} s {build_cpu:8.3f} s")
+    step_budgets = spec.get("step_budgets") or {}
     for step, (seconds, cpu_seconds) in timings.items():
-        print(f"   {step:<19} {seconds:8.3f} s {cpu_seconds:8.3f} s")
+        note = ""
+        if step in step_budgets:
+            ok = cpu_seconds <= step_budgets[step]
+            note = f"   (target {step_budgets[step]} s of CPU: {'ok' if ok else 'MISSED'})"
+            if not ok:
+                MISSES.append(f"{name}: {step} {cpu_seconds:.3f} s CPU, target {step_budgets[step]} s")
+        print(f"   {step:<19} {seconds:8.3f} s {cpu_seconds:8.3f} s{note}")
     verdict = "ok" if best_cpu <= spec["budget_seconds"] else "OVER BUDGET"
+    if best_cpu > spec["budget_seconds"]:
+        MISSES.append(f"{name}: cycle {best_cpu:.3f} s CPU, budget {spec['budget_seconds']} s")
     print(
         f"   cycle total         {best_total:8.3f} s {best_cpu:8.3f} s   "
         f"(budget {spec['budget_seconds']} s of CPU: {verdict})"
@@ -78,11 +96,63 @@ def measure(name: str, spec: dict, repeat: int) -> dict[str, float]:
     return out
 
 
+def resolve(specs: dict[str, dict]) -> dict[str, dict]:
+    """Each scenario with the keys of the one it `extends` filled in (the series tag included)."""
+    out: dict[str, dict] = {}
+    for name, spec in specs.items():
+        chain = [spec]
+        while "extends" in chain[-1]:
+            chain.append(specs[chain[-1]["extends"]])
+        merged: dict = {}
+        for part in reversed(chain):
+            merged.update(part)
+        merged.pop("extends", None)
+        out[name] = merged
+    return out
+
+
+def report_growth(specs: dict[str, dict], results: dict[str, dict[str, float]]) -> None:
+    """Per series: the eviction steps' CPU time at each size, and the exponent between sizes."""
+    series: dict[str, list[str]] = {}
+    for name in results:
+        if specs[name].get("series"):
+            series.setdefault(specs[name]["series"], []).append(name)
+    for tag, names in series.items():
+        names.sort(key=lambda n: specs[n]["nodes"])
+        if len(names) < 2:
+            continue
+        print(f"\n== growth of {tag} (CPU seconds; exponent between sizes, 1 = linear)")
+        steps = [s for s in GROWTH_STEPS if all(results[n].get(f"{s}_cpu", 0.0) > 0.01 for n in names)]
+        print("   " + f"{'nodes':>7}" + "".join(f" {s:>14}" for s in steps))
+        previous: str | None = None
+        for name in names:
+            line = f"   {specs[name]['nodes']:>7}"
+            for step in steps:
+                cpu = results[name][f"{step}_cpu"]
+                cell = f"{cpu:.3f}"
+                if previous is not None:
+                    ratio = specs[name]["nodes"] / specs[previous]["nodes"]
+                    exponent = math.log(cpu / results[previous][f"{step}_cpu"]) / math.log(ratio)
+                    cell += f" ^{exponent:.2f}"
+                    if exponent > 1.0 and cpu >= 0.5:  # smaller steps are too noisy to judge
+                        cell += "!"
+                        MISSES.append(
+                            f"{tag}: {step} grows with the {exponent:.2f} power of the cluster "
+                            f"({specs[previous]['nodes']} -> {specs[name]['nodes']} nodes), target <= 1"
+                        )
+                line += f" {cell:>14}"
+            print(line)
+            previous = name
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
         "--sizes",
-        default="S,M,M-fractions,L,M-reclaim,M-preempt,M-reclaim-scattered,M-topology",
+        default=(
+            "S,M,M-fractions,L,M-reclaim,M-preempt,M-reclaim-scattered,M-reclaim-scattered-2500,"
+            "M-reclaim-scattered-5000,M-topology"
+        ),
         help="comma-separated sizes from scenarios.yaml",
     )
     parser.add_argument("--repeat", type=int, default=3, help="cycles per size; the one with least CPU is reported")
@@ -92,10 +162,12 @@ def main() -> None:
         help="sizes to run as `kai simulate` on a JSON file and as a round with nothing to do ('' for none)",
     )
     args = parser.parse_args()
-    specs = yaml.safe_load((Path(__file__).parent / "scenarios.yaml").read_text())["sizes"]
+    specs = resolve(yaml.safe_load((Path(__file__).parent / "scenarios.yaml").read_text())["sizes"])
     results: dict[str, dict[str, float]] = {}
     for name in args.sizes.split(","):
-        results[name] = measure(name, specs[name], args.repeat if name != "L" else 1)
+        big = name == "L" or specs[name]["nodes"] > 2000
+        results[name] = measure(name, specs[name], 1 if big else args.repeat)
+    report_growth(specs, results)
     gc.collect()
     for name in filter(None, args.end_to_end.split(",")):
         results[f"idle:{name}"] = idle_round(name, specs[name])
@@ -103,6 +175,12 @@ def main() -> None:
         results[f"file:{name}"] = file_scenario(name, specs[name])
     results["help"] = help_time()
     print_targets(results)
+    if MISSES:
+        print("\n== targets missed")
+        for miss in MISSES:
+            print(f"   {miss}")
+    else:
+        print("\n== every target met")
 
 
 if __name__ == "__main__":

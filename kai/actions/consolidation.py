@@ -38,7 +38,7 @@ def consolidation(ssn: Session) -> None:
         ssn,
         "consolidation",
         preemptors,
-        running_preemptible(ssn),
+        running_preemptible,
         queues=lambda job: lambda name: True,
         jobs=lambda job: lambda victim: True,
         message=_message,

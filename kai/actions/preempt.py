@@ -23,7 +23,7 @@ def preempt(ssn: Session) -> None:
         ssn,
         "preempt",
         preemptors,
-        running_preemptible(ssn),
+        running_preemptible,
         queues=lambda job: lambda name: name == job.queue,
         jobs=lambda job: lambda victim: victim.queue == job.queue and victim.priority < job.priority,
         message=_message,

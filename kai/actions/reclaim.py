@@ -19,22 +19,17 @@ def pending_jobs(ssn: Session) -> list[PodGroupInfo]:
     return [job for job in ssn.jobs.values() if job.has_pending() and job.is_ready()]
 
 
-def running_preemptible(ssn: Session) -> list[PodGroupInfo]:
-    """Candidate victims: preemptible jobs with allocated pods (running, or placed earlier in this
-    cycle, as KAI has it). With the opt-in `spareJobsPlacedThisCycle`, jobs with a pod placed earlier
-    in this cycle are spared (evicting what was just placed only undoes the cycle's own work)."""
-    spare = ssn.config.params.spare_jobs_placed_this_cycle
-    victims = []
-    for job in ssn.jobs.values():
-        if not job.preemptible:
-            continue
-        statuses = {p.status for p in job.pods}
-        if spare:
-            if PodStatus.RUNNING in statuses and not statuses & _PLACED_NOW:
-                victims.append(job)
-        elif statuses & ALLOCATED:
-            victims.append(job)
-    return victims
+def running_preemptible(ssn: Session, job: PodGroupInfo) -> bool:
+    """The candidate victim rule of every evicting action: a preemptible job with allocated pods
+    (running, or placed earlier in this cycle, as KAI has it). With the opt-in
+    `spareJobsPlacedThisCycle`, jobs with a pod placed earlier in this cycle are spared (evicting what
+    was just placed only undoes the cycle's own work). The cycle's victim pool applies it as pods move."""
+    if not job.preemptible:
+        return False
+    statuses = {p.status for p in job.pods}
+    if ssn.config.params.spare_jobs_placed_this_cycle:
+        return PodStatus.RUNNING in statuses and not statuses & _PLACED_NOW
+    return bool(statuses & ALLOCATED)
 
 
 def _message(ssn: Session):  # type: ignore[no-untyped-def]
@@ -57,7 +52,7 @@ def reclaim(ssn: Session) -> None:
         ssn,
         "reclaim",
         preemptors,
-        running_preemptible(ssn),
+        running_preemptible,
         queues=lambda job: lambda name: name != job.queue,
         jobs=lambda job: lambda victim: victim.queue != job.queue,
         message=_message(ssn),

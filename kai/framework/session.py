@@ -145,6 +145,17 @@ class NamedFit:
     fn: NodeFit
 
 
+@dataclass(slots=True, frozen=True)
+class VictimQueueOrder:
+    """Which queue gives up a victim first (kai.framework.victimpool). `vector(pod)` is what a pod counts
+    as (a tuple of floats); `key(queue, removed, next)` ranks the queue (smaller first) given the running
+    sum of those vectors over the pods already picked from its subtree for the current preemptor, and the
+    sum over the pods it would give up next."""
+
+    vector: Callable[[PodInfo], tuple[float, ...]]
+    key: Callable[[QueueInfo, list[float], tuple[float, ...]], Any]
+
+
 @dataclass(slots=True)
 class Hooks:
     job_order: list[Callable[[PodGroupInfo], Any]] = field(default_factory=list)
@@ -170,9 +181,8 @@ class Hooks:
     victim_filters: list[Callable[[str, PodGroupInfo, PodGroupInfo], bool]] = field(default_factory=list)
     # scenario_validators: is this simulated set of evictions + placements acceptable (kai.framework.victims)?
     scenario_validators: list[Callable[[str, Any], Status]] = field(default_factory=list)
-    # victim_queue_order: which queue gives up a victim first (smaller key first), given the pods already
-    # picked from its subtree as victims for the current preemptor and the pods it would give up next.
-    victim_queue_order: list[Callable[[QueueInfo, list[PodInfo], list[PodInfo]], Any]] = field(default_factory=list)
+    # victim_queue_order: which queue gives up a victim first (see VictimQueueOrder).
+    victim_queue_order: list[VictimQueueOrder] = field(default_factory=list)
     # subset_nodes: split the node set of a (sub-)group set into ordered candidate sets (topology).
     subset_nodes: list[SubsetNodes] = field(default_factory=list)
 
@@ -333,8 +343,13 @@ class Session:
                 return status
         return SUCCESS
 
-    def victim_queue_key(self, queue: QueueInfo, picked: list[PodInfo], next_pods: list[PodInfo]) -> tuple[Any, ...]:
-        return (*(fn(queue, picked, next_pods) for fn in self.hooks.victim_queue_order), queue.name)
+    def victim_queue_key(
+        self, queue: QueueInfo, removed: list[list[float]], next_sums: list[tuple[float, ...]]
+    ) -> tuple[Any, ...]:
+        """The queue's place in victim order: one key per VictimQueueOrder hook (`removed` and `next_sums`
+        hold that hook's sums, in hook order), then the queue's name."""
+        orders = self.hooks.victim_queue_order
+        return (*(o.key(queue, removed[i], next_sums[i]) for i, o in enumerate(orders)), queue.name)
 
     def subset_nodes(self, request: SubsetRequest) -> list[NodeSubset] | Status | None:
         """Chain the SubsetNodes hooks: each splits every candidate the previous ones returned."""

@@ -6,11 +6,11 @@ resources they release, i.e. pipelined), victims are placed again elsewhere when
 the action's validators (session hooks) judge the result. The job grows one task at a time; victims
 found for the first k tasks are kept while looking for task k+1 ("recorded victims").
 
-Victims come from a `VictimPicker` in victim order (least deserving queue first, then lowest
-priority / newest job first; elastic extras before any gang is broken). Each pop adds a *chunk*: one
-elastic extra pod, or a whole gang. A newly popped chunk is tried node by node: for each node it
-touches, only the chunks that sit on that node are evicted, so that pods scattered over the cluster
-are not all killed to free one node. A gang victim is always evicted whole.
+Victims come from a `VictimPicker` (kai/framework/victimpool.py) in victim order (least deserving
+queue first, then lowest priority / newest job first; elastic extras before any gang is broken).
+Each pop adds a *chunk*: one elastic extra pod, or a whole gang. A newly popped chunk is tried node
+by node: for each node it touches, only the chunks that sit on that node are evicted, so that pods
+scattered over the cluster are not all killed to free one node. A gang victim is always evicted whole.
 
 Cheap filters run before any simulation: the nodes the job may use at all (predicates), and a GPU
 count check over idle + releasing + freed GPUs, so that hopeless jobs cost little. Scheduling
@@ -19,10 +19,9 @@ signatures skip a job that looks like one that already failed in this action.
 
 from __future__ import annotations
 
-import bisect
-import heapq
 import itertools
-from collections.abc import Callable, Iterable
+import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,24 +38,10 @@ from kai.framework.placement import (
 from kai.framework.session import EPS, Session
 from kai.framework.statement import Statement
 from kai.framework.status import Code, Status
-from kai.model import ACTIVE, ALLOCATED, GPU, PodGroupInfo, PodInfo, PodStatus, SubGroupInfo
+from kai.framework.victimpool import Candidate, Chunk, VictimPicker, task_gpus, tasks_to_evict, victim_pool
+from kai.model import ACTIVE, ALLOCATED, PodGroupInfo, PodInfo, PodStatus, SubGroupInfo
 
-
-def task_gpus(ssn: Session, pod: PodInfo) -> float:
-    """GPUs the pod counts as (fractions and MIG slices included)."""
-    if pod.gpu.is_shared or pod.gpu.mig:
-        return pod.gpu.quota_gpus(ssn.min_gpu_memory_mib)
-    return pod.requests.get(GPU)
-
-
-@dataclass(slots=True)
-class Chunk:
-    """Pods of one victim job that are evicted together: one elastic extra, or the whole gang."""
-
-    job: PodGroupInfo
-    tasks: list[PodInfo]
-    rows: list[int]  # node row of each task (-1: not on a known node)
-    groups: list[tuple[str, ...]] = field(default_factory=list)  # GPU groups each task held
+__all__ = ["Chunk", "Scenario", "Signatures", "run_evicting_action", "stand_in", "task_gpus", "tasks_to_evict"]
 
 
 @dataclass(slots=True)
@@ -83,45 +68,7 @@ class Scenario:
         return [t for t in self.victims() if t.key not in self.returned]
 
 
-# -- victim order -------------------------------------------------------------------------------------
-
-
-class _Reverse:
-    """Inverts a sort key, so that a min-heap pops the *last* job in job order first."""
-
-    __slots__ = ("key",)
-
-    def __init__(self, key: tuple[Any, ...]) -> None:
-        self.key = key
-
-    def __lt__(self, other: _Reverse) -> bool:
-        return self.key > other.key
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Reverse) and self.key == other.key
-
-    __hash__ = None  # type: ignore[assignment]
-
-
-def tasks_to_evict(ssn: Session, job: PodGroupInfo, gone: set[int]) -> tuple[list[PodInfo], bool]:
-    """One elastic extra from the last leaf (in leaf order) above its minMember, else the whole gang;
-    and whether it is an extra. Pods whose id is in `gone` are treated as already evicted."""
-    leaves = job.leaves if len(job.leaves) == 1 else sorted(job.leaves, key=ssn.subgroup_key, reverse=True)
-    actives = [[p for p in sub.pods if p.status in ACTIVE and id(p) not in gone] for sub in leaves]
-    for sub, active in zip(leaves, actives, strict=True):
-        if len(active) > sub.min_member:
-            return [max(active, key=ssn.task_key)], True
-    return [p for active in actives for p in active], False
-
-
-def _without(job: PodGroupInfo, gone: set[int]) -> PodGroupInfo:
-    """A copy of the job as it is once the pods whose id is in `gone` have left (for its job order)."""
-    keys = {p.key for p in job.pods if id(p) in gone}
-    copy = job.clone()
-    for pod in copy.pods:
-        if pod.key in keys:
-            pod.status = PodStatus.RELEASING
-    return copy
+# -- victim simulation --------------------------------------------------------------------------------
 
 
 _STAND_INS = itertools.count()  # a fresh name for every stand-in: plugins cache per job name
@@ -154,238 +101,6 @@ def stand_in(job: PodGroupInfo, tasks: list[PodInfo], suffix: str) -> PodGroupIn
         sub.pods.append(pod)
         sub.min_member += 1
     return copy
-
-
-class _Sub:
-    """Orders two comeback entries that fall between the same ranked jobs (ranked ones hold 0 there)."""
-
-    __slots__ = ("key",)
-
-    def __init__(self, key: tuple[Any, ...]) -> None:
-        self.key = key
-
-    def __lt__(self, other: object) -> bool:
-        return isinstance(other, _Sub) and self.key < other.key
-
-    def __gt__(self, other: object) -> bool:
-        return isinstance(other, _Sub) and other.key < self.key
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Sub) and self.key == other.key
-
-    __hash__ = None  # type: ignore[assignment]
-
-
-# (rank in victim order, tie break of comebacks, sequence, job)
-_Entry = tuple[float, Any, int, PodGroupInfo]
-
-
-class VictimPool:
-    """Candidate victim jobs of one action run, grouped by leaf queue, each group a heap in victim order
-    (the reverse job order: lowest priority, then jobs above their minimum, then newest first)."""
-
-    def __init__(self, ssn: Session, jobs: Iterable[PodGroupInfo]) -> None:
-        self.ssn = ssn
-        self.seq = itertools.count()
-        self.extras_first = ssn.config.params.evict_elastic_extras_first
-        self.heaps: dict[str, list[_Entry]] = {}
-        self.evictable_gpu = np.zeros(len(ssn.nodes))  # upper bound of GPUs victims hold, per node
-        # Victim order is ranked once (integers compare fast); a job that comes back after giving up an
-        # elastic pod slots in between, by its new key (see `entry`).
-        keyed = sorted(((self._key(job, set()), job) for job in jobs), key=lambda kj: kj[0])
-        self.keys = [k for k, _ in keyed]
-        for rank, (_, job) in enumerate(keyed):
-            heap = self.heaps.setdefault(job.queue, [])
-            heap.append((float(rank), 0, next(self.seq), job))
-            for pod in job.pods:
-                if pod.status in ACTIVE:
-                    row = ssn.nodes.index.get(pod.node)
-                    if row is not None:
-                        self.evictable_gpu[row] += task_gpus(ssn, pod)
-        for heap in self.heaps.values():
-            heapq.heapify(heap)
-
-    def _key(self, job: PodGroupInfo, gone: set[int]) -> tuple[Any, ...]:
-        """The job's sort key in victim order as it is once the pods in `gone` have left."""
-        key = _Reverse(self.ssn.job_key(_without(job, gone) if gone else job))
-        if not self.extras_first:
-            return (key,)
-        # Opt-in: jobs that still have pods above their minMember give those up before any gang breaks.
-        extras = any(
-            sum(1 for p in sub.pods if p.status in ACTIVE and id(p) not in gone) > sub.min_member for sub in job.leaves
-        )
-        return (0 if extras else 1, key)
-
-    def entry(self, job: PodGroupInfo, gone: set[int]) -> _Entry:
-        """A heap entry for a job that comes back: between the ranked jobs its new key falls between."""
-        key = self._key(job, gone)
-        return (bisect.bisect_left(self.keys, key) - 0.5, _Sub(key), next(self.seq), job)
-
-    def picker(
-        self,
-        action: str,
-        preemptor: PodGroupInfo,
-        queues: Callable[[str], bool],
-        jobs: Callable[[PodGroupInfo], bool],
-        max_jobs: int | None = None,
-    ) -> VictimPicker:
-        for heap in self.heaps.values():
-            # Jobs evicted for earlier preemptors sit on top (victim order is stable): drop them for good.
-            while heap and heap[0][3].count(ACTIVE) == 0:
-                heapq.heappop(heap)
-        heaps = {q: list(h) for q, h in self.heaps.items() if h and queues(q)}
-        return VictimPicker(self, action, preemptor, heaps, jobs, max_jobs)
-
-
-class VictimPicker:
-    """Hands out victim chunks for one preemptor: down the queue tree by the victim queue order (the
-    reverse of the allocation queue order, each queue judged with the victims already picked from its
-    subtree removed), then by reverse job order within the leaf."""
-
-    def __init__(
-        self,
-        pool: VictimPool,
-        action: str,
-        preemptor: PodGroupInfo,
-        heaps: dict[str, list[_Entry]],
-        jobs: Callable[[PodGroupInfo], bool],
-        max_jobs: int | None,
-    ) -> None:
-        ssn = pool.ssn
-        self.pool = pool
-        self.ssn = ssn
-        self.action = action
-        self.preemptor = preemptor
-        self.heaps = heaps
-        self.jobs = jobs
-        self.max_jobs = max_jobs
-        self.claimed: set[int] = set()  # ids of pods handed out as victims
-        self.allowed: dict[int, bool] = {}  # by id of the job
-        # Leaf queues that may give up victims to this preemptor at all (decided once), and the queue
-        # tree above them ("" is the root).
-        live = [q for q in heaps if ssn.victim_queue_allowed(action, preemptor, q)]
-        self.children: dict[str, list[str]] = {}
-        self.paths: dict[str, list[str]] = {}
-        self.left: dict[str, int] = {}  # jobs left in the heaps under each queue
-        for leaf in live:
-            path = [q.name for q in ssn.queue_path(leaf)]  # leaf first
-            self.paths[leaf] = path
-            parent = ""
-            for name in reversed(path):
-                kids = self.children.setdefault(parent, [])
-                if name not in kids:
-                    kids.append(name)
-                self.left[name] = self.left.get(name, 0) + len(heaps[leaf])
-                parent = name
-        self.handed: set[int] = set()  # ids of the jobs handed out (max_jobs counts them)
-        # Per queue, valid until the session state or its subtree changes: its key in victim order, and
-        # the leaf and pods its subtree gives up next.
-        self.queue_keys: dict[str, tuple[Any, ...]] = {}
-        self.best: dict[str, tuple[str, list[PodInfo], bool]] = {}
-        fns = ssn.hooks.victim_queue_order
-        self.key_fn = fns[0] if len(fns) == 1 else None
-        self.picked: dict[str, list[PodInfo]] = {q: [] for q in self.left}  # per queue subtree: pods handed out
-
-    def state_changed(self) -> None:
-        """Evictions became part of the statement: forget cached keys; picked pods now evicted are
-        already out of their queue's allocation."""
-        self.queue_keys.clear()
-        self.best.clear()
-        self.picked = {q: [t for t in pods if t.status in ACTIVE] for q, pods in self.picked.items()}
-
-    def _top(self, leaf: str) -> tuple[list[PodInfo], bool] | None:
-        """The pods the leaf queue's first job in victim order would give up next (and whether they are
-        an elastic extra); jobs that may not be victims of this preemptor leave the heap."""
-        ssn, heap = self.ssn, self.heaps[leaf]
-        while heap:
-            job = heap[0][3]
-            allowed = self.allowed.get(id(job))
-            if allowed is None:
-                allowed = job is not self.preemptor and self.jobs(job)
-                allowed = allowed and ssn.victim_allowed(self.action, self.preemptor, job)
-                self.allowed[id(job)] = allowed
-            if allowed:
-                tasks, extra = tasks_to_evict(ssn, job, self.claimed)
-                if tasks:
-                    return tasks, extra
-            heapq.heappop(heap)
-            self._taken(leaf, -1)
-        return None
-
-    def _best(self, name: str) -> tuple[str, list[PodInfo], bool] | None:
-        """The leaf (and the pods) the queue's subtree would give up next, chosen level by level: among
-        sibling queues, each judged with the first victim of its own subtree."""
-        cached = self.best.get(name)
-        if cached is not None:
-            return cached
-        kids = self.children.get(name)
-        found: tuple[str, list[PodInfo], bool] | None = None
-        if kids is None:
-            if not name:  # no queue may give up victims
-                return None
-            top = self._top(name)
-            if top is None:
-                return None
-            found = (name, top[0], top[1])
-        else:
-            left, best, keys = self.left, self.best, self.queue_keys
-            live = [child for child in kids if left[child]] if len(kids) > 1 else kids
-            best_key: tuple[Any, ...] | None = None
-            alone = len(live) == 1  # nothing to compare with
-            for child in live:
-                candidate = best.get(child) or self._best(child)
-                if candidate is None:
-                    continue
-                if alone:
-                    found = candidate
-                    break
-                key = keys.get(child) or self._key(child, candidate[1])
-                if best_key is None or key < best_key:
-                    best_key, found = key, candidate
-            if found is None:
-                return None
-        self.best[name] = found
-        return found
-
-    def _key(self, name: str, next_pods: list[PodInfo]) -> tuple[Any, ...]:
-        key = self.queue_keys.get(name)
-        if key is None:
-            queue = self.ssn.queues[name]
-            if self.key_fn is not None:
-                key = (self.key_fn(queue, self.picked[name], next_pods), name)
-            else:
-                key = self.ssn.victim_queue_key(queue, self.picked[name], next_pods)
-            self.queue_keys[name] = key
-        return key
-
-    def _taken(self, leaf: str, delta: int) -> None:
-        for name in self.paths[leaf]:
-            self.left[name] += delta
-            self.queue_keys.pop(name, None)
-            self.best.pop(name, None)
-        self.best.pop("", None)
-
-    def next_chunk(self) -> Chunk | None:
-        ssn = self.ssn
-        found = self._best("")
-        if found is None:
-            return None
-        leaf, tasks, extra = found
-        job = self.heaps[leaf][0][3]
-        if self.max_jobs is not None and id(job) not in self.handed and len(self.handed) >= self.max_jobs:
-            return None
-        self.handed.add(id(job))
-        heapq.heappop(self.heaps[leaf])
-        self._taken(leaf, -1)
-        self.claimed.update(id(t) for t in tasks)
-        for name in self.paths[leaf]:
-            self.picked[name].extend(tasks)
-        if extra:
-            # An elastic extra went: the rest of the job comes back, ranked as it now is.
-            heapq.heappush(self.heaps[leaf], self.pool.entry(job, self.claimed))
-            self._taken(leaf, +1)
-        rows = [ssn.nodes.index.get(t.node, -1) for t in tasks]
-        return Chunk(job, tasks, rows, [t.gpu_groups for t in tasks])
 
 
 # -- scheduling signatures ----------------------------------------------------------------------------
@@ -473,7 +188,11 @@ class Solver:
         self.reason = ""
         self.budget = ""
         self.gpu_col = ssn.nodes.gpu_col
-        self._base: tuple[float, np.ndarray, np.ndarray, float] | None = None  # GPU check cache
+        # GPU check cache: (GPUs per task, free per node, whole tasks per node, their total).
+        self._base: tuple[float, np.ndarray, np.ndarray, float] | None = None
+        self.equal_upto = 0  # the first `equal_upto` tasks ask for the same number of GPUs
+        params = ssn.config.params
+        self.budget_on = params.max_evicted_gpu_ratio >= 0 or params.max_evicted_gpus_per_queue >= 0
         self.policy_rejected = False  # the last trial failed a validator (not placement)
 
     # -- cheap filters ----------------------------------------------------------------------------
@@ -482,31 +201,37 @@ class Solver:
         if chunks:
             free = free.copy()
             for chunk in chunks:
-                for task, row in zip(chunk.tasks, chunk.rows, strict=True):
+                for task, row, gpus in zip(chunk.tasks, chunk.rows, chunk.gpus, strict=True):
                     if row >= 0 and task.status in ACTIVE:
-                        free[row] += task_gpus(self.ssn, task)
+                        free[row] += gpus
         return free[self.mask]
 
     def _feasible_with(self, chunks: list[Chunk], k: int) -> bool:
         """The GPU check for the first k tasks with `chunks` evicted. Equal requests (the common gang)
         take an O(changed nodes) path over cached per-node counts; others the vectorised check."""
-        needs = self.needs[:k]
-        g = needs[0] if needs else 0.0
-        if g <= EPS or any(abs(x - g) > EPS for x in needs):
-            return _gpu_feasible(self._free_gpus(chunks), needs)
+        g = self.needs[0] if k else 0.0
+        if g <= EPS or k > self.equal_upto:
+            return _gpu_feasible(self._free_gpus(chunks), self.needs[:k])
         if self._base is None or self._base[0] != g:
             free = self._base_free()
             fits = np.where(self.mask, np.floor(free / g + EPS), 0.0)
             self._base = (g, free, fits, float(fits.sum()))
         _, free, fits, total = self._base
+        mask = self.mask
+        if len(chunks) == 1 and len(chunks[0].tasks) == 1:  # the common pop: one pod on one node
+            chunk = chunks[0]
+            row = chunk.rows[0]
+            if row >= 0 and mask.item(row) and chunk.tasks[0].status in ACTIVE:
+                total += math.floor((free.item(row) + chunk.gpus[0]) / g + EPS) - fits.item(row)
+            return total >= k - EPS
         extra: dict[int, float] = {}
         for chunk in chunks:
-            for task, row in zip(chunk.tasks, chunk.rows, strict=True):
-                if row >= 0 and self.mask[row] and task.status in ACTIVE:
-                    extra[row] = extra.get(row, 0.0) + task_gpus(self.ssn, task)
+            for task, row, gpus in zip(chunk.tasks, chunk.rows, chunk.gpus, strict=True):
+                if row >= 0 and mask.item(row) and task.status in ACTIVE:
+                    extra[row] = extra.get(row, 0.0) + gpus
         for row, more in extra.items():
-            total += float(np.floor((free[row] + more) / g + EPS)) - fits[row]
-        return total >= len(needs) - EPS
+            total += math.floor((free.item(row) + more) / g + EPS) - fits.item(row)
+        return total >= k - EPS
 
     def _base_free(self) -> np.ndarray:
         """Per node, GPUs idle or releasing, the unused and releasing portions of shared GPUs included."""
@@ -717,6 +442,8 @@ class Solver:
             mask |= fits
         self.mask = mask
         self.needs = [float(ssn.vector(t)[self.gpu_col]) for t in tasks]
+        first = self.needs[0]
+        self.equal_upto = next((i for i, x in enumerate(self.needs) if abs(x - first) > EPS), len(self.needs))
         if needs_gpu and self._hopeless(tasks):
             return Outcome(False, "not enough GPUs even with every candidate victim evicted")
         keep_share = ssn.config.params.reclaim_keeps_victim_share
@@ -737,12 +464,12 @@ class Solver:
                 if chunk is None:
                     self.stmt.discard()
                     return Outcome(False, self.reason, self.budget)
-                over = self._check_budget([*recorded, chunk], set())
+                over = self._check_budget([*recorded, chunk], set()) if self.budget_on else ""
                 if over:
                     self.budget = over  # this chunk can never be part of an acceptable scenario
                     ssn.decisions.count("filtered", self.action)
                     continue
-                rows = sorted(set(chunk.rows))
+                rows = chunk.rows if len(chunk.rows) == 1 else sorted(set(chunk.rows))
                 for row in rows:
                     potential.setdefault(row, []).append(chunk)
                 for row in rows:
@@ -827,7 +554,7 @@ def run_evicting_action(
     ssn: Session,
     action: str,
     preemptors: list[PodGroupInfo],
-    victims: list[PodGroupInfo],
+    candidate: Candidate,
     *,
     queues: Callable[[PodGroupInfo], Callable[[str], bool]],
     jobs: Callable[[PodGroupInfo], Callable[[PodGroupInfo], bool]],
@@ -836,11 +563,14 @@ def run_evicting_action(
     max_victim_jobs: int | None = None,
     signature_scope: Callable[[PodGroupInfo], str] = lambda job: job.queue,
 ) -> None:
-    """Pop pending jobs in fair order and try to make room for each by evicting victims."""
-    if not preemptors or not victims:
+    """Pop pending jobs in fair order and try to make room for each by evicting victims: jobs that pass
+    the `candidate` rule, from the cycle's victim pool (shared by every action with the same rule)."""
+    if not preemptors:
+        return
+    pool = victim_pool(ssn, candidate, new_action=True)
+    if not pool.key_of:
         return
     queue = JobQueue(ssn, preemptors, ssn.config.queue_depth_per_action.get(action))
-    pool = VictimPool(ssn, victims)
     signatures = Signatures() if ssn.config.params.use_scheduling_signatures else None
     while (job := queue.pop()) is not None:
         tasks = tasks_to_allocate(ssn, job)
@@ -854,7 +584,7 @@ def run_evicting_action(
         scope = signature_scope(job)
         if signatures is not None and signatures.skip(scope, job):
             continue
-        picker = pool.picker(action, job, queues(job), jobs(job), max_victim_jobs)
+        picker = victim_pool(ssn, candidate).picker(action, job, queues(job), jobs(job), max_victim_jobs)
         had_allocated = job.count(ALLOCATED) > 0
         solver = Solver(
             ssn,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kai.framework.session import Session
+from kai.framework.session import Session, VictimQueueOrder
 from kai.framework.status import SUCCESS, Status, unschedulable
 from kai.model import PodGroupInfo, PodInfo, QueueInfo
 from kai.plugins.proportion.fairshare import UNLIMITED
@@ -64,9 +64,7 @@ class ReclaimRules:
         self.p = plugin
         self.multiplier = multiplier
         self.ssn = ssn
-        self._sums: dict[int, list[Any]] = {}  # id of a picked list -> [list, counted, gpu, cpu, memory]
         self._shares: dict[str, tuple[Any, ...]] = {}  # per queue: what its victim order key needs
-        self._next: tuple[list[PodInfo] | None, tuple[float, float, float]] = (None, (0.0, 0.0, 0.0))
         self._triples: dict[int, tuple[PodInfo, str, tuple[float, float, float]]] = {}
         params = ssn.config.params
         self.keep_share = params.reclaim_keeps_victim_share  # opt-in: the after-the-chunk checks
@@ -85,27 +83,11 @@ class ReclaimRules:
         hooks.preemptor_checks.append(self.check_preemptor)
         hooks.victim_queue_filters.append(self.victim_queue_filter)
         hooks.scenario_validators.append(self.validate)
-        hooks.victim_queue_order.append(self.victim_queue_key)
+        hooks.victim_queue_order.append(VictimQueueOrder(self._triple, self.victim_queue_key))
 
     # -- helpers -------------------------------------------------------------------------------------
     def _request(self, tasks: list[PodInfo]) -> np.ndarray:
         return sum((self.p.queue_vector(t) for t in tasks), np.zeros(3))
-
-    def _picked_sum(self, picked: list[PodInfo]) -> tuple[float, float, float]:
-        """Sum of a victim list that only grows: cached per list object, extended incrementally."""
-        record = self._sums.get(id(picked))
-        if record is None or record[0] is not picked or record[1] > len(picked):
-            record = self._sums[id(picked)] = [picked, 0, 0.0, 0.0, 0.0]
-        counted = record[1]
-        if counted == len(picked):
-            return record[2], record[3], record[4]
-        g, c, m = record[2], record[3], record[4]
-        triple = self._triple
-        for i in range(counted, len(picked)):
-            vg, vc, vm = triple(picked[i])
-            g, c, m = g + vg, c + vc, m + vm
-        record[1:] = [len(picked), g, c, m]
-        return g, c, m
 
     def _triple(self, pod: PodInfo) -> tuple[float, float, float]:
         """The pod's queue vector as three floats (cached per pod and node: victims do not move while
@@ -198,12 +180,13 @@ class ReclaimRules:
             r_side, v_side, self.p.attrs[r_side].allocated, request, self.p.attrs[v_side].allocated
         )
 
-    def victim_queue_key(self, queue: QueueInfo, picked: list[PodInfo], next_pods: list[PodInfo]) -> tuple[Any, ...]:
-        """Which queue gives up a victim first: the reverse of the allocation queue order,
-        the queue judged with the victims already picked from its subtree removed. Over its fair share in
-        every resource first; then not within its deserved quota; lower queue priority; using a resource
-        its allocatable share is 0 for; higher dominant resource share once its next victim (`next_pods`)
-        is gone too, then without it; larger allocatable share; newest."""
+    def victim_queue_key(self, queue: QueueInfo, removed: list[float], next_sum: tuple[float, ...]) -> tuple[Any, ...]:
+        """Which queue gives up a victim first: the reverse of the allocation queue order, the queue judged
+        with the victims already picked from its subtree removed (`removed`: their summed queue vectors,
+        kept running by the victim picker; empty when none). Over its fair share in every resource first;
+        then not within its deserved quota; lower queue priority; using a resource its allocatable share
+        is 0 for; higher dominant resource share once its next victim (`next_sum`) is gone too, then
+        without it; larger allocatable share; newest."""
         consts = self._shares.get(queue.name)
         if consts is None:  # constant within the session
             attrs = self.p.attrs.get(queue.name)
@@ -220,8 +203,8 @@ class ReclaimRules:
             )
         attrs, (sg, sc, sm), (fg, fc, fm), (dg, dc, dm), priority, tail = consts
         ag, ac, am = attrs.allocated.tolist()
-        if picked:
-            pg, pc, pm = self._picked_sum(picked)
+        if removed:
+            pg, pc, pm = removed
             ag, ac, am = ag - pg, ac - pc, am - pm
         over_used = ag > fg + EPS and ac > fc + EPS and am > fm + EPS
         within = (
@@ -232,15 +215,8 @@ class ReclaimRules:
         zero_share = sg <= 0 < ag or sc <= 0 < ac or sm <= 0 < am
         drs = _drs(ag, ac, am, sg, sc, sm)
         after = drs
-        if next_pods:
-            if self._next[0] is not next_pods:  # the same list is judged at every level of its path
-                vg = vc = vm = 0.0
-                triple = self._triple
-                for pod in next_pods:
-                    xg, xc, xm = triple(pod)
-                    vg, vc, vm = vg + xg, vc + xc, vm + xm
-                self._next = (next_pods, (vg, vc, vm))
-            vg, vc, vm = self._next[1]
+        if next_sum:
+            vg, vc, vm = next_sum
             after = _drs(ag - vg, ac - vc, am - vm, sg, sc, sm)
         # (not over its share, within its quota, queue priority, not using a zero share) as one number
         head = (0 if over_used else 2) + (1 if within else 0)

@@ -1,0 +1,477 @@
+"""The victim pool of one scheduling cycle, shared by consolidation, reclaim and preempt, and the picker
+that hands out victim chunks for one preemptor (kai/actions/NOTES.md).
+
+The pool is built once per cycle, the first time an evicting action asks for it: the jobs that pass
+the candidate rule, grouped by leaf queue, each group kept sorted in job order (victim order is its
+reverse: lowest priority, then jobs above their minimum, then newest first). It listens to the
+session's allocate / deallocate events; before the next preemptor's picker is made, the jobs whose pods
+changed are re-ranked, dropped or added, so that every picker sees the cycle as it now is without the
+pool being rebuilt or sorted again. Per node it keeps an upper bound of the GPUs candidates hold.
+
+A picker walks the pool without copying it: one cursor per leaf queue, and a small heap per leaf of
+jobs that came back re-ranked after giving up an elastic pod. It chooses the leaf down the queue tree
+by the victim queue order (a session hook), each queue judged with the pods already picked from its
+subtree removed (the hook keeps running sums of those lists, which only grow between solver steps).
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import itertools
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from kai.framework.session import Session, VictimQueueOrder
+from kai.model import ACTIVE, GPU, PodGroupInfo, PodInfo, PodStatus
+
+# The rule that makes a job a candidate victim at all (preemptible, with allocated pods, ...).
+Candidate = Callable[[Session, PodGroupInfo], bool]
+
+
+def task_gpus(ssn: Session, pod: PodInfo) -> float:
+    """GPUs the pod counts as (fractions and MIG slices included)."""
+    if pod.gpu.is_shared or pod.gpu.mig:
+        return pod.gpu.quota_gpus(ssn.min_gpu_memory_mib)
+    return pod.requests.get(GPU)
+
+
+@dataclass(slots=True)
+class Chunk:
+    """Pods of one victim job that are evicted together: one elastic extra, or the whole gang."""
+
+    job: PodGroupInfo
+    tasks: list[PodInfo]
+    rows: list[int]  # node row of each task (-1: not on a known node)
+    groups: list[tuple[str, ...]] = field(default_factory=list)  # GPU groups each task held
+    gpus: list[float] = field(default_factory=list)  # GPUs each task counts as (task_gpus)
+
+
+class _Reverse:
+    """Inverts a sort key, so that a min-heap pops the *last* job in job order first."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: tuple[Any, ...]) -> None:
+        self.key = key
+
+    def __lt__(self, other: _Reverse) -> bool:
+        return self.key > other.key
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Reverse) and self.key == other.key
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def tasks_to_evict(ssn: Session, job: PodGroupInfo, gone: set[int]) -> tuple[list[PodInfo], bool]:
+    """One elastic extra from the last leaf (in leaf order) above its minMember, else the whole gang;
+    and whether it is an extra. Pods whose id is in `gone` are treated as already evicted."""
+    leaves = job.leaves if len(job.leaves) == 1 else sorted(job.leaves, key=ssn.subgroup_key, reverse=True)
+    actives = [[p for p in sub.pods if p.status in ACTIVE and id(p) not in gone] for sub in leaves]
+    for sub, active in zip(leaves, actives, strict=True):
+        if len(active) > sub.min_member:
+            return [max(active, key=ssn.task_key)], True
+    return [p for active in actives for p in active], False
+
+
+def _without(job: PodGroupInfo, gone: set[int]) -> PodGroupInfo:
+    """A copy of the job as it is once the pods whose id is in `gone` have left (for its job order)."""
+    keys = {p.key for p in job.pods if id(p) in gone}
+    copy = job.clone()
+    for pod in copy.pods:
+        if pod.key in keys:
+            pod.status = PodStatus.RELEASING
+    return copy
+
+
+_NOTHING: set[int] = set()
+_POOLS: weakref.WeakKeyDictionary[Session, dict[Candidate, VictimPool]] = weakref.WeakKeyDictionary()
+
+
+def victim_pool(ssn: Session, candidate: Candidate, *, new_action: bool = False) -> VictimPool:
+    """The session's victim pool for this candidate rule: built on first use, brought up to date after
+    (`new_action`: an evicting action starts, and the candidate rule is applied afresh)."""
+    pools = _POOLS.setdefault(ssn, {})
+    pool = pools.get(candidate)
+    if pool is None:
+        pool = pools[candidate] = VictimPool(ssn, candidate)
+    else:
+        pool.refresh(strict=new_action)
+    return pool
+
+
+class VictimPool:
+    """Candidate victim jobs of one cycle, per leaf queue in job order (victim order reversed)."""
+
+    def __init__(self, ssn: Session, candidate: Candidate) -> None:
+        self.ssn = ssn
+        self.candidate = candidate
+        self.extras_first = ssn.config.params.evict_elastic_extras_first
+        self.jobs: dict[str, list[PodGroupInfo]] = {}  # per leaf queue, ascending job order
+        self.keys: dict[str, list[tuple[Any, ...]]] = {}  # the sort keys of `jobs`, same positions
+        self.key_of: dict[str, tuple[Any, ...]] = {}  # by job key, for every job in the pool
+        self.held: dict[str, list[tuple[int, float]]] = {}  # by job key: (node row, GPUs) of its active pods
+        self.orders = ssn.hooks.victim_queue_order
+        self.chunks: dict[int, _First] = {}  # by id of the job: what it gives up first, nothing claimed yet
+        self.evictable_gpu = np.zeros(len(ssn.nodes))  # upper bound of GPUs candidates hold, per node
+        self.dirty: set[str] = set()  # jobs whose pods changed since the last refresh
+        self.kept: set[str] = set()  # jobs in the pool that no longer pass the rule (see `refresh`)
+        keyed = [(self.sort_key(job, _NOTHING), job) for job in ssn.jobs.values() if candidate(ssn, job)]
+        keyed.sort(key=lambda kj: kj[0])
+        for key, job in keyed:
+            self.jobs.setdefault(job.queue, []).append(job)
+            self.keys.setdefault(job.queue, []).append(key)
+            self.key_of[job.key] = key
+            self._hold(job)
+        ssn.hooks.on_allocate.append(self._changed)
+        ssn.hooks.on_deallocate.append(self._changed)
+
+    def _changed(self, task: PodInfo) -> None:
+        self.dirty.add(task.job_key)
+
+    def sort_key(self, job: PodGroupInfo, gone: set[int]) -> tuple[Any, ...]:
+        """The job's place in job order (victims are taken from the end) once the pods in `gone` left."""
+        key = self.ssn.job_key(_without(job, gone) if gone else job)
+        if not self.extras_first:
+            return key
+        # Opt-in: jobs that still have pods above their minMember give those up before any gang breaks.
+        extras = any(
+            sum(1 for p in sub.pods if p.status in ACTIVE and id(p) not in gone) > sub.min_member for sub in job.leaves
+        )
+        return (1 if extras else 0, key)
+
+    def _hold(self, job: PodGroupInfo) -> None:
+        ssn, held = self.ssn, []
+        index = ssn.nodes.index
+        for pod in job.pods:
+            if pod.status in ACTIVE:
+                row = index.get(pod.node)
+                if row is not None:
+                    gpus = task_gpus(ssn, pod)
+                    self.evictable_gpu[row] += gpus
+                    held.append((row, gpus))
+        self.held[job.key] = held
+
+    def refresh(self, *, strict: bool) -> None:
+        """Re-rank, drop or add the jobs whose pods changed (called between preemptors only). Within an
+        action a job stays a candidate while it has active pods, as KAI has it: a victim placed again on
+        another node (pipelined there) by an earlier preemptor's solution may be a victim again. When an
+        action starts (`strict`), every job must pass the candidate rule again."""
+        dirty = self.dirty
+        if strict and self.kept:
+            dirty |= self.kept
+            self.kept = set()
+        if not dirty:
+            return
+        ssn = self.ssn
+        for key in dirty:
+            job = ssn.jobs.get(key)
+            old = self.key_of.pop(key, None)
+            if old is not None:
+                queue = self.held_queue(key, job)
+                keys, jobs = self.keys[queue], self.jobs[queue]
+                i = bisect.bisect_left(keys, old)
+                if i >= len(jobs) or jobs[i].key != key:
+                    i = next(j for j, other in enumerate(jobs) if other.key == key)
+                del keys[i], jobs[i]
+                for row, gpus in self.held.pop(key):
+                    self.evictable_gpu[row] -= gpus
+                if job is not None:
+                    self.chunks.pop(id(job), None)
+                self.kept.discard(key)
+            if job is None:
+                continue
+            if self.candidate(ssn, job):
+                pass
+            elif not strict and old is not None and job.count(ACTIVE) > 0:
+                self.kept.add(key)
+            else:
+                continue
+            new = self.sort_key(job, _NOTHING)
+            keys = self.keys.setdefault(job.queue, [])
+            i = bisect.bisect_left(keys, new)
+            keys.insert(i, new)
+            self.jobs.setdefault(job.queue, []).insert(i, job)
+            self.key_of[key] = new
+            self._hold(job)
+        self.dirty = set()
+
+    def held_queue(self, key: str, job: PodGroupInfo | None) -> str:
+        if job is not None:
+            return job.queue
+        return next(q for q, jobs in self.jobs.items() if any(j.key == key for j in jobs))
+
+    def first_chunk(self, job: PodGroupInfo) -> _First:
+        """What the job gives up first when none of its pods is claimed yet (cached until it changes)."""
+        found = self.chunks.get(id(job))
+        if found is None:
+            tasks, extra = tasks_to_evict(self.ssn, job, _NOTHING)
+            index = self.ssn.nodes.index
+            rows = [index.get(t.node, -1) for t in tasks]
+            gpus = [task_gpus(self.ssn, t) for t in tasks]
+            found = self.chunks[id(job)] = (tasks, extra, rows, *vectors(self.orders, tasks), gpus)
+        return found
+
+    def picker(
+        self,
+        action: str,
+        preemptor: PodGroupInfo,
+        queues: Callable[[str], bool],
+        jobs: Callable[[PodGroupInfo], bool],
+        max_jobs: int | None = None,
+    ) -> VictimPicker:
+        leaves = [q for q, js in self.jobs.items() if js and queues(q)]
+        return VictimPicker(self, action, preemptor, leaves, jobs, max_jobs)
+
+
+# A job that came back after giving up an elastic pod: (its new key reversed, sequence, job).
+_Comeback = tuple[_Reverse, int, PodGroupInfo]
+# Per VictimQueueOrder hook: each pod's vector, and their sum.
+_Vectors = tuple[list[list[tuple[float, ...]]], list[tuple[float, ...]]]
+# What a job gives up first: (tasks, extra, node rows, per-hook pod vectors, per-hook sums, GPUs per task).
+_First = tuple[list[PodInfo], bool, list[int], list[list[tuple[float, ...]]], list[tuple[float, ...]], list[float]]
+# What a queue's subtree gives up next: (leaf, tasks, extra, job, from the comeback heap, pod vectors, sums).
+_Found = tuple[str, list[PodInfo], bool, PodGroupInfo, bool, list[list[tuple[float, ...]]], list[tuple[float, ...]]]
+
+
+def vectors(orders: list[VictimQueueOrder], pods: list[PodInfo]) -> _Vectors:
+    """Each pod's vector for every victim queue order hook, and their sums (added pod by pod)."""
+    per: list[list[tuple[float, ...]]] = []
+    sums: list[tuple[float, ...]] = []
+    for order in orders:
+        vecs = [order.vector(p) for p in pods]
+        total = [0.0] * len(vecs[0]) if vecs else []
+        for vec in vecs:
+            for j, x in enumerate(vec):
+                total[j] += x
+        per.append(vecs)
+        sums.append(tuple(total))
+    return per, sums
+
+
+def _add(removed: list[list[float]], per: list[list[tuple[float, ...]]]) -> None:
+    """Add pod vectors (per hook) to a queue's running sums, pod by pod."""
+    for sums, vecs in zip(removed, per, strict=True):
+        for vec in vecs:
+            if not sums:
+                sums.extend(vec)
+            elif len(vec) == 3:
+                sums[0] += vec[0]
+                sums[1] += vec[1]
+                sums[2] += vec[2]
+            else:
+                for j, x in enumerate(vec):
+                    sums[j] += x
+
+
+class VictimPicker:
+    """Hands out victim chunks for one preemptor: down the queue tree by the victim queue order (the
+    reverse of the allocation queue order, each queue judged with the victims already picked from its
+    subtree removed), then by reverse job order within the leaf.
+
+    Every queue of the tree holds what its subtree gives up next (`cand`) and, once compared with a
+    sibling, its key; a pop changes only the popped leaf's path, which is brought up to date leaf first
+    (the siblings' keys stay as they were). Keys read the session's queue allocations, which the solver
+    changes between pops, so every update waits for the next pop."""
+
+    def __init__(
+        self,
+        pool: VictimPool,
+        action: str,
+        preemptor: PodGroupInfo,
+        leaves: list[str],
+        jobs: Callable[[PodGroupInfo], bool],
+        max_jobs: int | None,
+    ) -> None:
+        ssn = pool.ssn
+        self.pool = pool
+        self.ssn = ssn
+        self.action = action
+        self.preemptor = preemptor
+        self.jobs = jobs
+        self.max_jobs = max_jobs
+        self.seq = itertools.count()
+        self.claimed: set[int] = set()  # ids of pods handed out as victims
+        self.claimed_jobs: set[int] = set()  # ids of their jobs
+        self.allowed: dict[int, bool] = {}  # by id of the job
+        # Leaf queues that may give up victims to this preemptor at all (decided once), and the queue
+        # tree above them ("" is the root).
+        live = [q for q in leaves if ssn.victim_queue_allowed(action, preemptor, q)]
+        self.pos: dict[str, int] = {leaf: len(pool.jobs[leaf]) for leaf in live}  # cursor: jobs[:pos] left
+        self.back: dict[str, list[_Comeback]] = {leaf: [] for leaf in live}
+        self.children: dict[str, list[str]] = {}
+        self.paths: dict[str, list[str]] = {}  # per leaf: the leaf and its ancestors, leaf first
+        for leaf in live:
+            path = [q.name for q in ssn.queue_path(leaf)]
+            self.paths[leaf] = path
+            parent = ""
+            for name in reversed(path):
+                kids = self.children.setdefault(parent, [])
+                if name not in kids:
+                    kids.append(name)
+                parent = name
+        self.handed: set[int] = set()  # ids of the jobs handed out (max_jobs counts them)
+        self.orders = pool.orders
+        self.key_fn = self.orders[0].key if len(self.orders) == 1 else None
+        queues = [q for path in self.paths.values() for q in path]
+        self.picked: dict[str, list[PodInfo]] = {q: [] for q in queues}  # per queue subtree: pods handed out
+        # Per queue subtree and order hook: the running sum of the picked pods' vectors.
+        self.removed: dict[str, list[list[float]]] = {q: [[] for _ in self.orders] for q in queues}
+        self.cand: dict[str, _Found | None] = {}  # per queue ("" the root): what its subtree gives next
+        self.queue_keys: dict[str, tuple[Any, ...]] = {}  # per queue, while its `cand` and sums hold
+        self.stale = True  # everything must be chosen again before the next pop
+        self.changed: str | None = None  # or only the path of this leaf
+
+    def _rebuild(self) -> None:
+        """Every queue's next victim, leaves first (children before their parents)."""
+        self.cand.clear()
+        self.queue_keys.clear()
+        for leaf in self.paths:
+            self.cand[leaf] = self._top(leaf)
+        for name in reversed(self._post_order("")):
+            if name in self.children:
+                self._choose(name)
+
+    def _post_order(self, name: str) -> list[str]:
+        """The queue and its subtree, parents before children."""
+        out = [name]
+        for child in self.children.get(name, ()):
+            out += self._post_order(child)
+        return out
+
+    def _choose(self, name: str) -> None:
+        """The child whose subtree gives up the next victim: the smallest key among those with one."""
+        cand = self.cand
+        live = [child for child in self.children[name] if cand[child] is not None]
+        if not live:
+            cand[name] = None
+        elif len(live) == 1:  # nothing to compare with
+            cand[name] = cand[live[0]]
+        else:
+            keys, key_of = self.queue_keys, self._key
+            best, best_key = live[0], keys.get(live[0]) or key_of(live[0])
+            for child in live[1:]:
+                key = keys.get(child) or key_of(child)
+                if key < best_key:
+                    best, best_key = child, key
+            cand[name] = cand[best]
+        self.queue_keys.pop(name, None)
+
+    def _key(self, name: str) -> tuple[Any, ...]:
+        key = self.queue_keys.get(name)
+        if key is None:
+            found = self.cand[name]
+            assert found is not None
+            queue = self.ssn.queues[name]
+            if self.key_fn is not None:
+                key = (self.key_fn(queue, self.removed[name][0], found[6][0]), name)
+            else:
+                key = self.ssn.victim_queue_key(queue, self.removed[name], found[6])
+            self.queue_keys[name] = key
+        return key
+
+    def state_changed(self) -> None:
+        """Evictions became part of the statement: keys are stale; picked pods now evicted are already
+        out of their queue's allocation."""
+        for name, pods in self.picked.items():
+            gone = [t for t in pods if t.status not in ACTIVE]
+            if not gone:
+                continue
+            self.picked[name] = [t for t in pods if t.status in ACTIVE]
+            removed = self.removed[name]
+            if not self.picked[name]:
+                self.removed[name] = [[] for _ in self.orders]
+                continue
+            for sums, order in zip(removed, self.orders, strict=True):
+                for pod in gone:
+                    for j, x in enumerate(order.vector(pod)):
+                        sums[j] -= x
+        self.stale = True
+
+    def _top(self, leaf: str) -> _Found | None:
+        """What the leaf queue's first job in victim order would give up next; jobs that may not be
+        victims of this preemptor, or have nothing left to give, are passed over for good."""
+        pool, ssn = self.pool, self.ssn
+        jobs, keys, back = pool.jobs[leaf], pool.keys[leaf], self.back[leaf]
+        allowed_of, claimed_jobs = self.allowed, self.claimed_jobs
+        while True:
+            pos = self.pos[leaf]
+            from_back = bool(back) and (pos == 0 or back[0][0].key > keys[pos - 1])
+            if from_back:
+                job = back[0][2]
+            elif pos:
+                job = jobs[pos - 1]
+            else:
+                return None
+            allowed = allowed_of.get(id(job))
+            if allowed is None:
+                allowed = job is not self.preemptor and self.jobs(job)
+                filters = ssn.hooks.victim_filters
+                if allowed and len(filters) == 1:
+                    allowed = filters[0](self.action, self.preemptor, job)
+                elif allowed:
+                    allowed = ssn.victim_allowed(self.action, self.preemptor, job)
+                allowed_of[id(job)] = allowed
+            if allowed:
+                if id(job) in claimed_jobs:
+                    tasks, extra = tasks_to_evict(ssn, job, self.claimed)
+                    per, sums = vectors(self.orders, tasks)
+                else:
+                    tasks, extra, _, per, sums, _ = pool.first_chunk(job)
+                if tasks:
+                    return leaf, tasks, extra, job, from_back, per, sums
+            if from_back:
+                heapq.heappop(back)
+            else:
+                self.pos[leaf] = pos - 1
+
+    def next_chunk(self) -> Chunk | None:
+        if self.stale:
+            self._rebuild()
+            self.stale, self.changed = False, None
+        elif self.changed is not None:
+            # Only the last popped leaf's path changed: its next victim, then each ancestor's choice.
+            leaf, self.changed = self.changed, None
+            self.cand[leaf] = self._top(leaf)
+            self.queue_keys.pop(leaf, None)
+            for name in self.paths[leaf][1:]:
+                self._choose(name)
+            self._choose("")
+        found = self.cand.get("")
+        if found is None:
+            return None
+        leaf, tasks, extra, job, from_back, per, _ = found
+        job_id = id(job)
+        if self.max_jobs is not None and job_id not in self.handed and len(self.handed) >= self.max_jobs:
+            return None
+        self.handed.add(job_id)
+        if from_back:
+            heapq.heappop(self.back[leaf])
+        else:
+            self.pos[leaf] -= 1
+        if job_id in self.claimed_jobs:
+            rows = [self.ssn.nodes.index.get(t.node, -1) for t in tasks]
+            gpus = [task_gpus(self.ssn, t) for t in tasks]
+        else:
+            first = self.pool.chunks[job_id]  # _top looked it up
+            rows, gpus = list(first[2]), list(first[5])
+            self.claimed_jobs.add(job_id)
+        self.claimed.update(map(id, tasks))
+        picked, removed = self.picked, self.removed
+        path = self.paths[leaf]
+        for name in path:
+            picked[name].extend(tasks)
+            _add(removed[name], per)
+        if extra:
+            # An elastic extra went: the rest of the job comes back, ranked as it now is.
+            key = self.pool.sort_key(job, self.claimed)
+            heapq.heappush(self.back[leaf], (_Reverse(key), next(self.seq), job))
+        self.changed = leaf
+        for name in path:
+            self.queue_keys.pop(name, None)
+        return Chunk(job, list(tasks), rows, [t.gpu_groups for t in tasks], gpus)
