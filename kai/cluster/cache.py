@@ -15,6 +15,16 @@ KAI's BindRequest rules:
 * reservation pods (namespace ``kai-resource-reservation``) are left out: the GPU groups they
   hold are accounted through the fractional pods that use them, as in KAI.
 
+The scheduler's cache also watches Namespaces, PersistentVolumeClaims, PersistentVolumes and
+StorageClasses (``STORAGE_KINDS``): with them the snapshot lists every claim there is
+(``watches_storage``), so a pod naming a missing claim is unschedulable with a reason.
+
+Incremental: the stores hand over the same dict for an object until it changes, and the view
+keeps the Binding copy of a pod while neither the pod nor its BindRequest changes, so the
+builder's :class:`~kai.snapshot.builder.ConversionMemo` converts each object once per change.
+When no store and no in-flight BindRequest changed since the last view, :meth:`view` returns
+that view itself (``CacheView.signature`` says what it was taken from).
+
 The cache also keeps an index of pods by node (the binder's fit check reads it).
 """
 
@@ -29,11 +39,15 @@ from typing import Any
 from kai.api import keys
 from kai.cluster.kube import (
     BIND_REQUESTS,
+    NAMESPACES,
     NODES,
     PODGROUPS,
     PODS,
     PRIORITY_CLASSES,
+    PVCS,
+    PVS,
     QUEUES,
+    STORAGE_CLASSES,
     TOPOLOGIES,
     Kube,
     Resource,
@@ -42,7 +56,8 @@ from kai.cluster.kube import (
 from kai.cluster.reflector import DELETED, Reflector, Store, wait_all_synced
 
 RESERVATION_NAMESPACE = "kai-resource-reservation"
-SCHEDULER_KINDS = (NODES, PODS, QUEUES, PODGROUPS, PRIORITY_CLASSES, BIND_REQUESTS, TOPOLOGIES)
+STORAGE_KINDS = (NAMESPACES, PVCS, PVS, STORAGE_CLASSES)
+SCHEDULER_KINDS = (NODES, PODS, QUEUES, PODGROUPS, PRIORITY_CLASSES, BIND_REQUESTS, TOPOLOGIES, *STORAGE_KINDS)
 BINDER_KINDS = (NODES, PODS, BIND_REQUESTS)
 
 
@@ -97,6 +112,8 @@ class CacheView:
     bind_requests: dict[str, dict[str, Any]]
     binding: dict[str, str] = field(default_factory=dict)  # pod key -> node, for pods in Binding state
     stale_bind_requests: list[tuple[dict[str, Any], str]] = field(default_factory=list)  # (BR, why)
+    storage_listed: bool = False  # `objects` hold every PersistentVolumeClaim (the cache watches them)
+    signature: tuple[Any, ...] = ()  # the store versions and in-flight requests the view was taken from
 
 
 class ClusterCache:
@@ -111,6 +128,9 @@ class ClusterCache:
         self._index_lock = threading.Lock()
         # BindRequests being created (pod key -> body): the scheduler's own, not yet answered.
         self.in_flight: dict[str, dict[str, Any]] = {}
+        self._last_view: CacheView | None = None
+        # pod key -> (pod, BindRequest, the pod as Binding): kept while neither changes.
+        self._binding_copies: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {}
         for resource in kinds:
             handler = self._index_pod if resource is PODS else None
             r = Reflector(kube, resource, on_event=handler, watch_timeout=watch_timeout, name=resource.plural)
@@ -136,6 +156,11 @@ class ClusterCache:
 
     def store(self, resource: Resource) -> Store:
         return self.stores[resource.kind]
+
+    @property
+    def watches_storage(self) -> bool:
+        """The cache lists every PersistentVolumeClaim (and the volumes, classes and namespaces)."""
+        return all(r.kind in self.stores for r in STORAGE_KINDS)
 
     # -- pods by node ---------------------------------------------------------------------------
     def _index_pod(self, event_type: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
@@ -166,7 +191,17 @@ class ClusterCache:
         self._index_pod("MODIFIED", copy, pod)
 
     # -- the per-cycle view ---------------------------------------------------------------------
+    def signature(self) -> tuple[Any, ...]:
+        """What a view depends on: every store's change count and the in-flight BindRequests."""
+        versions = tuple(store.version for store in self.stores.values())
+        return versions, tuple((key, id(body)) for key, body in list(self.in_flight.items()))
+
     def view(self) -> CacheView:
+        signature = self.signature()  # before the items: a change that lands meanwhile shows next time
+        last = self._last_view
+        if last is not None and last.signature == signature:
+            return last
+
         def items(resource: Resource) -> dict[str, dict[str, Any]]:
             store = self.stores.get(resource.kind)
             return store.items() if store is not None else {}
@@ -178,7 +213,11 @@ class ClusterCache:
         objects.extend(podgroups.values())
         objects.extend(items(PRIORITY_CLASSES).values())
         objects.extend(items(TOPOLOGIES).values())
+        for resource in STORAGE_KINDS:
+            objects.extend(items(resource).values())
         view = CacheView([], pods, podgroups, queues, nodes, brs)
+        view.storage_listed = self.watches_storage
+        view.signature = signature
         live_br: dict[str, dict[str, Any]] = {}
         for br in brs.values():
             if (br.get("metadata") or {}).get("deletionTimestamp"):
@@ -196,16 +235,24 @@ class ClusterCache:
                 view.stale_bind_requests.append((br, f"node {spec.get('selectedNode')!r} is gone"))
             else:
                 live_br[pod_key] = br
+        in_flight = dict(self.in_flight)
+        copies = self._binding_copies
+        kept_copies: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {}
         for key, pod in pods.items():
             if key.startswith(RESERVATION_NAMESPACE + "/"):
                 continue
-            br = live_br.get(key) or self.in_flight.get(key)
-            spec = pod.get("spec") or {}
-            if br is not None and not spec.get("nodeName"):
+            br = live_br.get(key) or in_flight.get(key)
+            if br is not None and not (pod.get("spec") or {}).get("nodeName"):
                 phase = (pod.get("status") or {}).get("phase")
                 if phase not in ("Succeeded", "Failed"):
                     view.binding[key] = str((br.get("spec") or {}).get("selectedNode"))
-                    pod = as_binding(pod, br)
+                    kept = copies.get(key)
+                    if kept is None or kept[0] is not pod or kept[1] is not br:
+                        kept = (pod, br, as_binding(pod, br))
+                    kept_copies[key] = kept
+                    pod = kept[2]
             objects.append(pod)
+        self._binding_copies = kept_copies
         view.objects = objects
+        self._last_view = view
         return view

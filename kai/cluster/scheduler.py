@@ -8,7 +8,10 @@ One cycle (:meth:`Scheduler.run_once`):
    uses; objects it rejects are logged (once per problem) and get a warning event, and the
    cycle goes on without them; objects that use a feature kai has not built (the snapshot's
    ``unsupported``) are logged, counted (``kai_unsupported_feature_uses_total``) and get a warning
-   event, once each;
+   event, once each. Incrementally: the builder's ``ConversionMemo`` converts each pod and node
+   once per change of its object, and when the cache's view is the very one of the last cycle
+   (nothing changed), the last build is reused with the new ``now`` (the builder reads ``now``
+   for nothing else), so such a cycle builds nothing;
 4. ``run_cycle(snapshot, config, run_step)`` — the core, timed per step through ``run_step``;
 5. hand the decisions to the ports: :class:`~kai.cluster.writers.BindRequestWriter`,
    :class:`~kai.cluster.writers.Evictor`, :class:`~kai.cluster.status.StatusUpdater`.
@@ -21,6 +24,7 @@ loader refuses a snapshot with any bad object; live, bad objects are only left o
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import threading
@@ -42,7 +46,7 @@ from kai.cycle import run_cycle
 from kai.framework.config import SchedulerConfig
 from kai.framework.decisions import Binding, Decisions, Eviction
 from kai.model import CPU, GPU, MEMORY, ClusterSnapshot, UnsupportedUse
-from kai.snapshot.builder import build_snapshot
+from kai.snapshot.builder import BuildResult, ConversionMemo, build_snapshot
 from kai.usage import UsageTracker
 
 log = logging.getLogger("kai.cluster.scheduler")
@@ -136,6 +140,7 @@ class Scheduler:
         self.cycles = 0
         self.last_input: CycleInput | None = None
         self.last_report: CycleReport | None = None
+        self.last_snapshot: ClusterSnapshot | None = None
         self.last_loop = time.monotonic()
         self._known_problems: set[Problem] = set()
         self._known_unsupported: set[UnsupportedUse] = set()
@@ -143,6 +148,9 @@ class Scheduler:
             if metrics is not None:
                 metrics.unsupported.labels(f"plugin/{name}").inc()
         self._stop = threading.Event()
+        # The incremental snapshot: conversions kept between cycles, and the last view and its build.
+        self.memo = ConversionMemo()
+        self._last_build: tuple[CacheView, list[dict[str, Any]], BuildResult] | None = None
         # Time-based fair share (usageDBConfig set): usage from the scheduler's own record of allocations.
         self.usage = UsageTracker(config.usage_db.params) if config.usage_db is not None else None
 
@@ -153,10 +161,10 @@ class Scheduler:
         view = self.cache.view()
         if view.stale_bind_requests:
             self.bind_requests.delete_stale(view.stale_bind_requests)
-        objects = partition.select(view.objects, self.nodepool_label_key, self.partition_label_value)
-        result = build_snapshot(objects, now, self.config.params.scheduler_name, queue_label_key=self.queue_label_key)
+        objects, result = self._build(view, now)
         self._report_problems(result.problems, view)
         snapshot = result.snapshot
+        self.last_snapshot = snapshot
         self._report_unsupported(snapshot.unsupported, view)
         if self.usage is not None:
             self.usage.observe(snapshot)
@@ -202,6 +210,24 @@ class Scheduler:
         if self.on_cycle is not None:
             self.on_cycle(report)
         return report
+
+    def _build(self, view: CacheView, now: float) -> tuple[list[dict[str, Any]], BuildResult]:
+        """The cycle's snapshot from the view: the last one again (at `now`) when the view is the same."""
+        last = self._last_build
+        if last is not None and last[0] is view:
+            _, objects, built = last
+            return objects, BuildResult(dataclasses.replace(built.snapshot, now=now), built.problems)
+        objects = partition.select(view.objects, self.nodepool_label_key, self.partition_label_value)
+        result = build_snapshot(
+            objects,
+            now,
+            self.config.params.scheduler_name,
+            storage_listed=view.storage_listed,
+            queue_label_key=self.queue_label_key,
+            memo=self.memo,
+        )
+        self._last_build = (view, objects, result)
+        return objects, result
 
     def record(self, folder: Path) -> Path | None:
         """Write the last cycle's input as `snapshot-<cycle>.yaml` (+ its decisions as JSON)."""
