@@ -41,7 +41,7 @@ from kai.cluster import partition
 from kai.cluster.cache import CacheView, ClusterCache
 from kai.cluster.events import EventRecorder
 from kai.cluster.metrics import Metrics
-from kai.cluster.status import queue_usage
+from kai.cluster.status import GroupUsages, queue_usage
 from kai.cycle import run_cycle
 from kai.framework.config import SchedulerConfig
 from kai.framework.decisions import Binding, Decisions, Eviction
@@ -100,6 +100,7 @@ class CycleReport:
     evicted: list[Eviction] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     plugins: dict[str, float] = field(default_factory=dict)  # plugin -> seconds of its OnSessionOpen
+    cpu: float = 0.0  # CPU seconds the cycle's thread spent on it
 
 
 class Scheduler:
@@ -150,13 +151,14 @@ class Scheduler:
         self._stop = threading.Event()
         # The incremental snapshot: conversions kept between cycles, and the last view and its build.
         self.memo = ConversionMemo()
+        self.usages = GroupUsages()  # pod group usage for the queue gauges, kept while a group is unchanged
         self._last_build: tuple[CacheView, list[dict[str, Any]], BuildResult] | None = None
         # Time-based fair share (usageDBConfig set): usage from the scheduler's own record of allocations.
         self.usage = UsageTracker(config.usage_db.params) if config.usage_db is not None else None
 
     # -- one cycle --------------------------------------------------------------------------------
     def run_once(self) -> CycleReport:
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.thread_time()
         now = self.clock()
         view = self.cache.view()
         if view.stale_bind_requests:
@@ -203,6 +205,7 @@ class Scheduler:
         seconds = time.perf_counter() - started
         self.cycles += 1
         report = CycleReport(self.cycles, now, seconds, steps, decisions, bound, evicted, result.problems, plugins)
+        report.cpu = time.thread_time() - cpu_started
         self.last_report = report
         self._observe(report, snapshot, view)
         if self.record_dir is not None and self.record_every and self.cycles % self.record_every == 0:
@@ -282,10 +285,11 @@ class Scheduler:
         for name, seconds in report.plugins.items():
             m.plugin.labels(name, "OnSessionOpen").set(seconds * 1000)
         m.pods_scheduled.inc(len(report.bound))
-        created = {p.key: p.creation for pg in snapshot.podgroups.values() for p in pg.pods}
-        for b in report.bound:
-            if created.get(b.pod):
-                m.task_scheduling.observe(max(0.0, report.now - created[b.pod]) * 1000)
+        if report.bound:
+            created = {p.key: p.creation for pg in snapshot.podgroups.values() for p in pg.pods}
+            for b in report.bound:
+                if created.get(b.pod):
+                    m.task_scheduling.observe(max(0.0, report.now - created[b.pod]) * 1000)
         counters = {
             "scheduled": m.podgroups_scheduled,
             "acted_on": m.podgroups_acted_on,
@@ -301,16 +305,16 @@ class Scheduler:
             m.evictions.labels(e.action).inc()
         for name, q in report.decisions.queues.items():
             m.queue(name, q.fair_share, q.allocated)
-        self._observe_queues(m, snapshot, report.decisions)
+        self._observe_queues(m, snapshot, report.decisions, self.usages)
 
     @staticmethod
-    def _observe_queues(m: Metrics, snapshot: ClusterSnapshot, decisions: Decisions) -> None:
+    def _observe_queues(m: Metrics, snapshot: ClusterSnapshot, decisions: Decisions, usages: GroupUsages) -> None:
         """KAI's queue-controller gauges: the spec's quotas and the rolled-up allocation (as Queue status)."""
 
         def cores(millicores: float) -> float:
             return millicores if millicores == -1 else millicores / 1000
 
-        for name, use in queue_usage(snapshot, decisions).items():
+        for name, use in queue_usage(snapshot, decisions, usages).items():
             spec = snapshot.queues[name].resources
             m.queue_info.labels(name).set(1)
             m.queue_deserved_gpus.labels(name).set(spec[GPU].quota)
@@ -319,6 +323,7 @@ class Scheduler:
             m.queue_allocated_gpus.labels(name).set(use.allocated.gpu)
             m.queue_allocated_cpu.labels(name).set(use.allocated.cpu / 1000)
             m.queue_allocated_memory.labels(name).set(use.allocated.memory)
+        usages.finish()
 
     # -- the loop -------------------------------------------------------------------------------
     def run(self, is_leader: Callable[[], bool] = lambda: True, max_cycles: int = 0) -> None:

@@ -109,6 +109,30 @@ def usage(pg: Any, bound: set[str], evicted: set[str]) -> GroupUsage:
     return use
 
 
+class GroupUsages:
+    """:func:`usage` per pod group, kept from one cycle to the next while the group holds the very same
+    pod objects (the incremental snapshot shares a pod's PodInfo until its object changes) and none of
+    them is bound or evicted by the cycle: a steady group costs an identity check, not a sum."""
+
+    def __init__(self) -> None:
+        self._kept: dict[str, tuple[tuple[Any, ...], GroupUsage]] = {}
+        self._seen: dict[str, tuple[tuple[Any, ...], GroupUsage]] = {}
+
+    def __call__(self, pg: Any, bound: set[str], evicted: set[str]) -> GroupUsage:
+        pods = tuple(pg.pods)
+        if (bound or evicted) and any(p.key in bound or p.key in evicted for p in pods):
+            return usage(pg, bound, evicted)
+        entry = self._seen.get(pg.key) or self._kept.get(pg.key)
+        if entry is None or len(entry[0]) != len(pods) or any(a is not b for a, b in zip(entry[0], pods, strict=True)):
+            entry = (pods, usage(pg, bound, evicted))
+        self._seen[pg.key] = entry
+        return entry[1]
+
+    def finish(self) -> None:
+        """End of a cycle: keep only the groups it saw."""
+        self._kept, self._seen = self._seen, {}
+
+
 @dataclass(slots=True)
 class QueueUsage:
     """KAI's queue controller's view of a queue: its children, and its pod groups' resources summed up
@@ -120,13 +144,17 @@ class QueueUsage:
     allocated_non_preemptible: Resources = field(default_factory=Resources)
 
 
-def queue_usage(snapshot: ClusterSnapshot, decisions: Decisions) -> dict[str, QueueUsage]:
+def queue_usage(
+    snapshot: ClusterSnapshot,
+    decisions: Decisions,
+    usage_of: Callable[[Any, set[str], set[str]], GroupUsage] = usage,
+) -> dict[str, QueueUsage]:
     """Every queue of the snapshot with its rolled-up pod group resources after the cycle's decisions."""
     bound = {b.pod for b in decisions.bindings}
     evicted = {e.pod for e in decisions.evictions}
     out = {name: QueueUsage(sorted(q.children)) for name, q in snapshot.queues.items()}
     for pg in snapshot.podgroups.values():
-        use = usage(pg, bound, evicted)
+        use = usage_of(pg, bound, evicted)
         name, seen = pg.queue, set()
         while name in out and name not in seen:  # the leaf, then each ancestor
             seen.add(name)
@@ -158,6 +186,7 @@ class StatusUpdater:
         self.writes = 0
         self.skipped = 0
         self._transition = 0
+        self.usages = GroupUsages()
 
     # -- the cycle's entry point ----------------------------------------------------------------
     def update(
@@ -186,7 +215,7 @@ class StatusUpdater:
                 self.events.record(raw_pg, "Normal", "NotReady", message)
             if raw_pg is not None:
                 self._podgroup(key, pg, raw_pg, decisions, bound, evicted, message if explain else "", reason, now)
-        for name, use in queue_usage(snapshot, decisions).items():
+        for name, use in queue_usage(snapshot, decisions, self.usages).items():
             raw_queue = queues.get(name)
             if raw_queue is None:
                 continue
@@ -200,6 +229,7 @@ class StatusUpdater:
             if report is not None:
                 desired["fairShare"] = queue_quantities(report.fair_share)
             self._write_status(f"Queue {name}", QUEUES.path(name=name, sub="status"), raw_queue, desired)
+        self.usages.finish()
 
     # -- pods -----------------------------------------------------------------------------------
     def _pod_condition(self, raw: dict[str, Any], message: str, now: str) -> None:
@@ -244,7 +274,7 @@ class StatusUpdater:
         reason: str,
         now: str,
     ) -> None:
-        use = usage(pg, bound, evicted)
+        use = self.usages(pg, bound, evicted)
         requested, allocated = use.requested, use.allocated
         running, pending, succeeded, failed = use.running, use.pending, use.succeeded, use.failed
         outcome = decisions.jobs.get(key)
