@@ -74,12 +74,14 @@ class BuildResult:
 
 class ConversionMemo:
     """Per-object conversions kept from one build to the next, for a source that never mutates an
-    object it hands over (the live cache replaces an object's dict on every change): a Pod or Node
-    dict given again, the very same dict, is not converted again, and the problems and warnings its
-    conversion gave are repeated. What each build does not see again is forgotten at its end.
+    object it hands over (the live cache replaces an object's dict on every change): a Pod, Node or
+    PodGroup dict given again, the very same dict, is not converted again, and the problems and
+    warnings its conversion gave are repeated (a PodGroup's only while its queue and priority read
+    the same). What each build does not see again is forgotten at its end.
 
     The converted PodInfo and NodeInfo are shared by the snapshots of successive builds, so their
-    users must not change them (the session works on clones of the pods)."""
+    users must not change them (the session works on clones of the pods); each build gets its own
+    PodGroupInfo (the pods are attached to it)."""
 
     def __init__(self) -> None:
         self._kept: dict[int, tuple[dict[str, Any], Any, list[Problem], list[str]]] = {}
@@ -516,7 +518,7 @@ class SnapshotBuilder:
     def _podgroups_and_pods(self, snapshot: ClusterSnapshot) -> None:
         groups: dict[str, PodGroupInfo] = {}
         for obj in self.by_kind["PodGroup"]:
-            group = self._podgroup(obj, snapshot.queues)
+            group = self._podgroup_of(obj, snapshot.queues)
             if group is None:
                 continue
             if group.key in groups:
@@ -546,6 +548,29 @@ class SnapshotBuilder:
                 snapshot.unsupported.append(use)
             self._attach(obj, pod, groups, snapshot.queues)
         snapshot.podgroups = {k: groups[k] for k in sorted(groups)}
+
+    def _podgroup_of(self, obj: dict[str, Any], queues: dict[str, QueueInfo]) -> PodGroupInfo | None:
+        """`_podgroup`, or (with the memo) a fresh copy of what it gave for this very object when its queue
+        and priority read the same. A group of KAI's default queue is converted each time (its check may
+        add the default queues to the snapshot)."""
+        if self.memo is None:
+            return self._podgroup(obj, queues)
+        spec = obj.get("spec") or {}
+        queue_name = str(spec.get("queue") or keys.DEFAULT_QUEUE)
+        if queue_name == keys.DEFAULT_QUEUE:
+            return self._podgroup(obj, queues)
+        queue = queues.get(queue_name)
+        context = (queue is not None and queue.is_leaf, self._priority(str(spec.get("priorityClassName") or "")))
+        entry = self.memo.get(obj)
+        if entry is not None and entry[1][0] == context:
+            self.problems.extend(entry[2])
+            self.warnings.extend(entry[3])
+            return entry[1][1].clone() if entry[1][1] is not None else None
+        problems, warnings = len(self.problems), len(self.warnings)
+        group = self._podgroup(obj, queues)
+        template = group.clone() if group is not None else None  # no pods yet: each build attaches its own
+        self.memo.put(obj, (context, template), self.problems[problems:], self.warnings[warnings:])
+        return group
 
     def _attach(
         self, obj: dict[str, Any], pod: PodInfo, groups: dict[str, PodGroupInfo], queues: dict[str, QueueInfo]

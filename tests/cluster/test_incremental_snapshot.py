@@ -129,18 +129,21 @@ def test_the_incremental_snapshot_decides_as_a_snapshot_built_from_scratch() -> 
     for i in range(2):
         c.put(pod(f"train-{i}", group="train", gpus=2))
     c.put(pod("solo", queue="b", gpus=1))
+    c.put(podgroup("vip", "b", priority_class="urgent"))  # the class comes later: the default priority now
+    c.put(pod("vip-0", group="vip", cpu="1"))
     c.put(pod("bad", queue="b", cpu="lots"))  # left out, with a problem
     c.put(pod("other", scheduler="default-scheduler", node="n2", gpus=1))  # another scheduler's pod
     c.put(pod("late", queue="b", gpus=4))
     c.put(with_claim(pod("needs-data", queue="b", gpus=1), "data"))
     first = c.cycle_matches_a_build_from_scratch()
-    assert {b.pod for b in first.bound} == {"ns/train-0", "ns/train-1", "ns/solo", "ns/late"}
+    assert {b.pod for b in first.bound} == {"ns/train-0", "ns/train-1", "ns/solo", "ns/late", "ns/vip-0"}
+    assert c.scheduler.last_snapshot is not None and c.scheduler.last_snapshot.podgroups["ns/vip"].priority == 50
     assert "ns/pg-needs-data-uid-needs-data" in first.decisions.jobs
     assert 'persistentvolumeclaim "data" not found' in first.decisions.jobs["ns/pg-needs-data-uid-needs-data"].message
 
-    # The binder binds the gang; "solo" is Binding (its BindRequest is in); "late"'s request failed.
+    # The binder binds the gang and vip-0; "solo" is Binding (its BindRequest is in); "late"'s request failed.
     converted = c.scheduler.memo.converted
-    for name in ("train-0", "train-1"):
+    for name in ("train-0", "train-1", "vip-0"):
         p = c.get("Pod", f"ns/{name}")
         p["spec"]["nodeName"] = next(b.node for b in first.bound if b.pod == f"ns/{name}")
         p["status"]["phase"] = "Running"
@@ -149,7 +152,7 @@ def test_the_incremental_snapshot_decides_as_a_snapshot_built_from_scratch() -> 
     c.put(bind_request("solo", solo.node, "uid-solo"))
     c.put(bind_request("late", "n0", "uid-late", failed=True))
     second = c.cycle_matches_a_build_from_scratch()
-    assert c.scheduler.memo.converted - converted == 3  # the two bound pods and solo's Binding copy
+    assert c.scheduler.memo.converted - converted == 4  # the three bound pods and solo's Binding copy
     assert "ns/solo" not in {b.pod for b in second.bound}  # Binding: it holds its node
 
     # Nothing changes: the same view, nothing converted, the same decisions.
@@ -193,3 +196,4 @@ def test_the_incremental_snapshot_decides_as_a_snapshot_built_from_scratch() -> 
     granted = {"ns/late", "ns/needs-data", "ns/bad", "ns/rush-0", "ns/rush-1", "ns/train-2"}
     assert {b.pod for b in third.bound} == granted
     assert not third.problems
+    assert c.scheduler.last_snapshot is not None and c.scheduler.last_snapshot.podgroups["ns/vip"].priority == 90
