@@ -235,23 +235,29 @@ class ClusterCache:
                 view.stale_bind_requests.append((br, f"node {spec.get('selectedNode')!r} is gone"))
             else:
                 live_br[pod_key] = br
+        # Pods with a request and no node yet are Binding: each is handed over as its Binding copy.
         in_flight = dict(self.in_flight)
         copies = self._binding_copies
         kept_copies: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {}
-        for key, pod in pods.items():
-            if key.startswith(RESERVATION_NAMESPACE + "/"):
+        reserved = RESERVATION_NAMESPACE + "/"
+        for key in {**in_flight, **live_br}:
+            pod = pods.get(key)
+            if pod is None or key.startswith(reserved) or (pod.get("spec") or {}).get("nodeName"):
                 continue
-            br = live_br.get(key) or in_flight.get(key)
-            if br is not None and not (pod.get("spec") or {}).get("nodeName"):
-                phase = (pod.get("status") or {}).get("phase")
-                if phase not in ("Succeeded", "Failed"):
-                    view.binding[key] = str((br.get("spec") or {}).get("selectedNode"))
-                    kept = copies.get(key)
-                    if kept is None or kept[0] is not pod or kept[1] is not br:
-                        kept = (pod, br, as_binding(pod, br))
-                    kept_copies[key] = kept
-                    pod = kept[2]
-            objects.append(pod)
+            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            br = live_br.get(key) or in_flight[key]
+            view.binding[key] = str((br.get("spec") or {}).get("selectedNode"))
+            kept = copies.get(key)
+            if kept is None or kept[0] is not pod or kept[1] is not br:
+                kept = (pod, br, as_binding(pod, br))
+            kept_copies[key] = kept
+        if kept_copies:
+            objects.extend(
+                kept_copies[k][2] if k in kept_copies else p for k, p in pods.items() if not k.startswith(reserved)
+            )
+        else:
+            objects.extend(p for k, p in pods.items() if not k.startswith(reserved))
         self._binding_copies = kept_copies
         view.objects = objects
         self._last_view = view
