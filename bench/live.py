@@ -53,6 +53,20 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
 
 
+def _threads_cpu() -> dict[str, float]:
+    """CPU seconds of this process's live threads, summed by kind (the name without its number)."""
+    out: dict[str, float] = {}
+    ticks = os.sysconf("SC_CLK_TCK")
+    for thread in threading.enumerate():
+        try:
+            fields = Path(f"/proc/self/task/{thread.native_id}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, TypeError):
+            continue
+        kind = thread.name.rstrip("0123456789_-") or thread.name
+        out[kind] = out.get(kind, 0.0) + (int(fields[11]) + int(fields[12])) / ticks
+    return out
+
+
 def _workload(pods: int, gang: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     groups, items = [], []
     for g in range((pods + gang - 1) // gang):
@@ -179,7 +193,9 @@ def run(
                 with lock:
                     bound_at.setdefault(obj["metadata"]["name"], time.perf_counter())
 
-        watcher = Reflector(Kube.from_kubeconfig(str(cp.kubeconfig)), PODS, namespace=NS, on_event=on_pod).start()
+        watcher = Reflector(
+            Kube.from_kubeconfig(str(cp.kubeconfig)), PODS, namespace=NS, on_event=on_pod, name="bench-watch"
+        ).start()
         watcher.wait_synced(60)
         cycles: list[CycleReport] = []
         options = LiveOptions(
@@ -202,6 +218,7 @@ def run(
         while len(bound_at) < pods and time.monotonic() < deadline:
             time.sleep(0.2)
         end = time.perf_counter()
+        threads_cpu = _threads_cpu()  # before the threads stop
         process.stop()
         watcher.stop()
         cpu = {name: _cpu_seconds(pid) - cpu_before[name] for name, pid in pids.items()}
@@ -246,6 +263,7 @@ def run(
                 ],
                 "time_in_steps_s": {k: round(v, 3) for k, v in sorted(steps.items(), key=lambda kv: -kv[1])},
                 "cpu_s": {k: round(v, 2) for k, v in cpu.items()},
+                "threads_cpu_s": {k: round(v, 2) for k, v in sorted(threads_cpu.items(), key=lambda kv: -kv[1]) if v},
                 "cycles_cpu_s": round(sum(c.cpu for c in cycles), 2),
                 "cpu_per_bound_pod_ms": round(1000 * cpu["scheduler+binder (this process)"] / max(1, len(bound_at)), 2),
                 "cycles_cpu_per_bound_pod_ms": round(1000 * sum(c.cpu for c in cycles) / max(1, len(bound_at)), 2),

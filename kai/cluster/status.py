@@ -39,6 +39,7 @@ from kai.model import ALIVE, CPU, GPU, ClusterSnapshot, PodStatus, Resources
 log = logging.getLogger("kai.cluster.status")
 
 NODE_POOL = "default"
+_ABSENT = object()  # a key a decision map does not have
 BOUND = frozenset({PodStatus.RUNNING, PodStatus.RELEASING})
 
 
@@ -187,6 +188,10 @@ class StatusUpdater:
         self.skipped = 0
         self._transition = 0
         self.usages = GroupUsages()
+        # Pod groups whose status and annotations needed no write last cycle, with what that was decided
+        # from: the same raw object, usage and outcome again need no write again (nothing is compared).
+        self._clean: dict[str, tuple[Any, ...]] = {}
+        self._clean_seen: dict[str, tuple[Any, ...]] = {}
 
     # -- the cycle's entry point ----------------------------------------------------------------
     def update(
@@ -230,6 +235,7 @@ class StatusUpdater:
                 desired["fairShare"] = queue_quantities(report.fair_share)
             self._write_status(f"Queue {name}", QUEUES.path(name=name, sub="status"), raw_queue, desired)
         self.usages.finish()
+        self._clean, self._clean_seen = self._clean_seen, {}
 
     # -- pods -----------------------------------------------------------------------------------
     def _pod_condition(self, raw: dict[str, Any], message: str, now: str) -> None:
@@ -275,9 +281,22 @@ class StatusUpdater:
         now: str,
     ) -> None:
         use = self.usages(pg, bound, evicted)
+        outcome = decisions.jobs.get(key)
+        inputs = (
+            outcome,
+            message,
+            reason,
+            pg.min_member,
+            pg.preemptible,
+            decisions.last_start.get(key, _ABSENT),
+            decisions.stale_since.get(key, _ABSENT),
+        )
+        clean = self._clean.get(key)
+        if clean is not None and clean[0] is raw and clean[1] is use and clean[2] == inputs:
+            self._clean_seen[key] = clean
+            return
         requested, allocated = use.requested, use.allocated
         running, pending, succeeded, failed = use.running, use.pending, use.succeeded, use.failed
-        outcome = decisions.jobs.get(key)
         desired: dict[str, Any] = {
             "phase": "Running" if running and running >= pg.min_member else (outcome.status if outcome else "Pending"),
             "running": running,
@@ -318,7 +337,7 @@ class StatusUpdater:
                 ]
         elif old_conditions and running:
             desired["schedulingConditions"] = []
-        self._write_status(
+        written = self._write_status(
             f"PodGroup {key}",
             PODGROUPS.path(raw["metadata"]["namespace"], raw["metadata"]["name"], "status"),
             raw,
@@ -335,6 +354,8 @@ class StatusUpdater:
             value = format_time(moment) if moment is not None else None
             if have.get(keys.STALE_TIMESTAMP_ANNOTATION) != value:
                 annotations[keys.STALE_TIMESTAMP_ANNOTATION] = value
+        if not written and not annotations:
+            self._clean_seen[key] = (raw, use, inputs)
         if annotations:
             meta = raw["metadata"]
             self._submit(
@@ -346,14 +367,16 @@ class StatusUpdater:
             )
 
     # -- plumbing -------------------------------------------------------------------------------
-    def _write_status(self, key: str, path: str, raw: dict[str, Any], desired: dict[str, Any]) -> None:
+    def _write_status(self, key: str, path: str, raw: dict[str, Any], desired: dict[str, Any]) -> bool:
+        """Write `desired` unless the object says it already; False when there was nothing to write."""
         current = raw.get("status") or {}
         if all(_same(current.get(k), v) for k, v in desired.items()):
             with self._lock:
                 self._written[key] = desired
-            return
+            return False
         patch = _with_removals(current, desired)
         self._submit(key, desired, lambda: self.kube.patch(path, {"status": patch}))
+        return True
 
     def _submit(self, key: str, memo: Any, write: Callable[[], Any]) -> None:
         with self._lock:

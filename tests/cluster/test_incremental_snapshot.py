@@ -16,6 +16,7 @@ from kai.api.timeutil import parse_time
 from kai.cluster.cache import ClusterCache
 from kai.cluster.kube import BIND_REQUESTS, NODES, PODGROUPS, PODS, PRIORITY_CLASSES, PVCS, QUEUES, STORAGE_CLASSES
 from kai.cluster.scheduler import Scheduler
+from kai.cluster.status import StatusUpdater
 from kai.cycle import run_cycle
 from kai.framework.config import SchedulerConfig
 from kai.snapshot.builder import build_snapshot
@@ -197,3 +198,47 @@ def test_the_incremental_snapshot_decides_as_a_snapshot_built_from_scratch() -> 
     assert {b.pod for b in third.bound} == granted
     assert not third.problems
     assert c.scheduler.last_snapshot is not None and c.scheduler.last_snapshot.podgroups["ns/vip"].priority == 90
+
+
+class RecordingKube:
+    """The status updater's API: records each patch."""
+
+    def __init__(self) -> None:
+        self.patches: list[tuple[str, dict[str, Any]]] = []
+
+    def patch(self, path: str, body: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        self.patches.append((path, body))
+        return {}
+
+
+def test_pod_group_status_is_written_when_it_changes_and_only_then() -> None:
+    c = Cluster()
+    kube = RecordingKube()
+    status = StatusUpdater(kube, c.ports, workers=1)  # type: ignore[arg-type]
+    c.scheduler.status = status
+    c.put(node("n0", gpus=4))
+    c.put(queue("q"))
+    c.put(podgroup("g", "q"))
+    c.put(pod("g-0", group="g", gpus=1, node="n0"))
+    group_path = "/apis/scheduling.run.ai/v2alpha2/namespaces/ns/podgroups/g/status"
+
+    def cycle() -> list[dict[str, Any]]:
+        """Run a cycle, let its writes finish, and hand each written status back as the watch would."""
+        kube.patches.clear()
+        c.scheduler.run_once()
+        status.pool.submit(lambda: None).result()  # one worker: every earlier write is done
+        written = [body["status"] for path, body in kube.patches if path == group_path]
+        for body in written:
+            obj = c.get("PodGroup", "ns/g")
+            obj["status"] = {**obj.get("status", {}), **body}
+            c.put(obj)
+        return written
+
+    first = cycle()
+    assert [(s["phase"], s["running"], s["pending"]) for s in first] == [("Running", 1, 0)]
+    assert cycle() == []  # the object now says it
+    assert cycle() == []  # nothing changed: nothing written
+    c.put(pod("g-1", group="g", gpus=1))  # a second pod, placed by the next cycle
+    assert [(s["phase"], s["running"], s["pending"]) for s in cycle()] == [("Running", 2, 0)]
+    assert cycle() == []
+    status.shutdown()
