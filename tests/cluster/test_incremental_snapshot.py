@@ -5,6 +5,7 @@ delivers them); after each step the real loop (`Scheduler.run_once`) runs on the
 snapshot (conversions kept between cycles), and the same objects, copied, are built from scratch
 and run through the offline core. Snapshots, problems and decisions must be equal; only the
 objects that changed are converted again, and a cycle with nothing changed converts nothing.
+The status updater, which keeps pod group usage between cycles, still writes exactly on change.
 """
 
 from __future__ import annotations
