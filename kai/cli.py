@@ -52,6 +52,11 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
         "what_if",
         "When would this job start on the cluster in the snapshot, and which running jobs would it displace?",
     ),
+    "explain": (
+        "kai.explain.command",
+        "explain",
+        "Why does this pod group wait, or why was it evicted? Ranked causes, offline (-f) or live (--kubeconfig).",
+    ),
     "dev-cluster": ("kai.devcluster.cli", "app", "A throw-away control plane (etcd, kube-apiserver, KWOK GPU nodes)."),
 }
 

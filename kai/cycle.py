@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable
+from typing import Any
 
 import kai.actions
 import kai.plugins
 from kai.api.errors import Problem
 from kai.framework.action import action, registered_actions
+from kai.framework.causes import Cause, eviction_causes, explain_job
 from kai.framework.config import KAI_PLUGINS, SchedulerConfig
 from kai.framework.decisions import Decisions, JobOutcome
 from kai.framework.placement import gang_not_ready_message
@@ -60,7 +62,9 @@ def open_session(
     return ssn, warnings
 
 
-def job_outcome(ssn: Session, job: PodGroupInfo) -> JobOutcome:
+def job_outcome(
+    ssn: Session, job: PodGroupInfo, evicted: list[Cause] | None = None, cache: dict[Any, Any] | None = None
+) -> JobOutcome:
     fit = ssn.fit_errors.get(job.key)
     message, reason = (fit.message, fit.reason) if fit else ("", "")
     status = job.phase()
@@ -70,16 +74,26 @@ def job_outcome(ssn: Session, job: PodGroupInfo) -> JobOutcome:
             message, reason = "Pipelined: waits for resources that are being released.", "Pipelined"
         elif not pods:
             message, reason = "The pod group has no pods yet.", "NotReady"
+            if job.last_start is not None:
+                message = (
+                    "The pod group has no pods: it ran before, and its pods are gone (evicted or deleted); "
+                    "it waits for its workload to create them again."
+                )
         elif not job.is_ready():
             message, reason = gang_not_ready_message(job), "NotReady"
-    return JobOutcome(job.queue, status, message, reason)
+    outcome = JobOutcome(job.queue, status, message, reason)
+    if evicted or message or (status in ("Pending", "Gated") and job.has_pending()):
+        outcome.causes = [*(evicted or []), *explain_job(ssn, job, fit, reason, message, cache)]
+    return outcome
 
 
 def close_session(ssn: Session) -> Decisions:
     for fn in ssn.hooks.on_close:
         fn(ssn)
+    evicted = eviction_causes(ssn)
+    cache: dict[Any, Any] = {}
     for key, job in ssn.jobs.items():
-        ssn.decisions.jobs[key] = job_outcome(ssn, job)
+        ssn.decisions.jobs[key] = job_outcome(ssn, job, evicted.get(key), cache)
     return ssn.decisions
 
 

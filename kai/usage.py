@@ -12,17 +12,27 @@ functions here are integrated exactly, which is what those samples approximate.
 
 Pure: no clock is read, time is always an argument. The simulator feeds it virtual time and the
 allocations it simulates; the live scheduler can feed it its own snapshots through `UsageTracker`.
+
+The same usage, read from a Prometheus usage DB as KAI reads it (`usageDBConfig.clientType:
+prometheus` with a connection string): `prometheus_queries` writes the PromQL (per resource, the
+allocation metric by `queue_name` and the cluster's capacity, each summed over the window at
+`queryResolution` and multiplied by the decay `0.5^((now - time()) / halfLife)` when a half-life is
+set), and `usage_from_answers` turns Prometheus's instant-vector answers into each queue's usage,
+allocation over capacity. The HTTP client that asks is an adapter (kai/cluster/usagedb.py).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from kai.api.timeutil import parse_duration
 from kai.framework.config import UsageParams
-from kai.model import ALLOCATED, GPU, QUEUE_RESOURCES, ClusterSnapshot
+from kai.model import ALLOCATED, CPU, GPU, MEMORY, QUEUE_RESOURCES, ClusterSnapshot
 
 LN2 = math.log(2.0)
 
@@ -190,3 +200,138 @@ class UsageTracker:
             self._fetched = now
             self.history.forget_before(window_start(now, self.params))
         return self._cached
+
+    def close(self) -> None:
+        """Nothing to release (the Prometheus source stops its fetcher here)."""
+
+
+# -- usage from a Prometheus usage DB -----------------------------------------------------------------
+QUEUE_NAME_LABEL = "queue_name"
+_EXTRA_PREFIX = {GPU: "gpu", CPU: "cpu", MEMORY: "memory"}
+_CAPACITY_RESOURCE = {GPU: "nvidia_com_gpu", CPU: "cpu", MEMORY: "memory"}  # kube-state-metrics' names
+DEFAULT_QUERY_RESOLUTION = 60.0
+DEFAULT_QUERY_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class UsageQuery:
+    """One PromQL instant query: the allocation by queue (`kind` "allocation") or the capacity of `resource`."""
+
+    resource: str
+    kind: str
+    promql: str
+
+
+def _extra_seconds(params: UsageParams, key: str, default: float) -> float:
+    """A Go-duration `extraParams` value in seconds; the default when absent or unreadable (as KAI)."""
+    text = params.extra(key)
+    try:
+        seconds = parse_duration(text) if text else default
+    except ValueError:
+        return default
+    return seconds if seconds > 0 else default
+
+
+def query_resolution(params: UsageParams) -> float:
+    return _extra_seconds(params, "queryResolution", DEFAULT_QUERY_RESOLUTION)
+
+
+def query_timeout(params: UsageParams) -> float:
+    return _extra_seconds(params, "usageQueryTimeout", DEFAULT_QUERY_TIMEOUT)
+
+
+def allocation_metric(params: UsageParams, resource: str, metrics_namespace: str = "kai") -> str:
+    """`<gpu|cpu|memory>AllocationMetric`, by default the queue controller's `<ns>_queue_allocated_*`."""
+    unit = {GPU: "gpus", CPU: "cpu_cores", MEMORY: "memory_bytes"}[resource]
+    default = f"{metrics_namespace}_queue_allocated_{unit}" if metrics_namespace else f"queue_allocated_{unit}"
+    return params.extra(f"{_EXTRA_PREFIX[resource]}AllocationMetric", default)
+
+
+def capacity_metric(params: UsageParams, resource: str) -> str:
+    """`<gpu|cpu|memory>CapacityMetric`, by default KAI's: kube-state-metrics' node capacity, summed."""
+    default = f'sum(kube_node_status_capacity{{resource="{_CAPACITY_RESOURCE[resource]}"}})'
+    return params.extra(f"{_EXTRA_PREFIX[resource]}CapacityMetric", default)
+
+
+def _promql_duration(seconds: float) -> str:
+    whole = max(1, math.ceil(seconds - 1e-9))
+    return f"{whole}s"
+
+
+def _window_sum(expr: str, now: float, params: UsageParams) -> str:
+    if params.half_life_period > 0:
+        expr = f"({expr}) * (0.5^(({int(now)} - time()) / {params.half_life_period:g}))"
+    resolution = query_resolution(params)
+    span = max(now - window_start(now, params), resolution)
+    return f"sum_over_time(({expr})[{_promql_duration(span)}:{_promql_duration(resolution)}])"
+
+
+def prometheus_queries(now: float, params: UsageParams, metrics_namespace: str = "kai") -> list[UsageQuery]:
+    """The instant queries (evaluated at `now`) whose answers give every queue's usage at `now`."""
+    queries = []
+    for res in QUEUE_RESOURCES:
+        queries.append(UsageQuery(res, "capacity", _window_sum(capacity_metric(params, res), now, params)))
+        queries.append(
+            UsageQuery(res, "allocation", _window_sum(allocation_metric(params, res, metrics_namespace), now, params))
+        )
+    return queries
+
+
+class UsageAnswerError(ValueError):
+    """A Prometheus answer that gives no usage (an error status, not a vector, a sample without a number)."""
+
+
+def _vector(answer: Any, query: UsageQuery) -> list[Any]:
+    if not isinstance(answer, dict) or answer.get("status") != "success":
+        error = answer.get("error") if isinstance(answer, dict) else None
+        raise UsageAnswerError(f"query {query.promql!r} failed: {error or 'not a Prometheus answer'}")
+    data = answer.get("data") or {}
+    if data.get("resultType") != "vector":
+        raise UsageAnswerError(f"query {query.promql!r}: expected a vector, got {data.get('resultType')!r}")
+    result = data.get("result") or []
+    if not isinstance(result, list):
+        raise UsageAnswerError(f"query {query.promql!r}: the result is not a list")
+    return result
+
+
+def _sample_value(sample: Any, query: UsageQuery) -> float:
+    try:
+        value = float(sample["value"][1])
+    except (KeyError, IndexError, TypeError, ValueError):
+        raise UsageAnswerError(f"query {query.promql!r}: a sample without a number: {sample!r}") from None
+    return value
+
+
+def usage_from_answers(answers: list[tuple[UsageQuery, Any]]) -> tuple[dict[str, dict[str, float]], list[str]]:
+    """Each queue's usage per resource (allocation over capacity) from the answers to `prometheus_queries`,
+    and the capacity queries that had no sample.
+
+    A capacity query with no sample means no history in the window for that resource: no queue has
+    usage of it (KAI has none either: it reports the query as failed). A queue with no allocation
+    sample has no entry for that resource (usage 0); a capacity of 0 gives usage 0.
+    """
+    capacity: dict[str, float] = {}
+    empty: list[str] = []
+    for query, answer in answers:
+        if query.kind == "capacity":
+            samples = _vector(answer, query)
+            if samples:
+                capacity[query.resource] = _sample_value(samples[0], query)
+            else:
+                empty.append(query.promql)
+    usage: dict[str, dict[str, float]] = {}
+    for query, answer in answers:
+        if query.kind != "allocation":
+            continue
+        samples = _vector(answer, query)
+        if query.resource not in capacity:
+            continue
+        total = capacity[query.resource]
+        for sample in samples:
+            queue = str((sample.get("metric") or {}).get(QUEUE_NAME_LABEL, "")) if isinstance(sample, dict) else ""
+            if not queue:
+                continue
+            value = _sample_value(sample, query)
+            share = value / total if total > 0 and math.isfinite(value) else 0.0
+            usage.setdefault(queue, dict.fromkeys(QUEUE_RESOURCES, 0.0))[query.resource] = share
+    return usage, empty

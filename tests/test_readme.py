@@ -60,3 +60,13 @@ def test_every_demo_line_the_readme_quotes_is_printed() -> None:
         for fragment in quote.split("…"):
             assert fragment.strip() in output, f"the README quotes {fragment.strip()!r}; the demo does not print it"
 
+
+
+def test_the_readme_shows_the_kubeconfig_path_dev_cluster_up_prints() -> None:
+    from kai.devcluster.cli import DEFAULT_FOLDER
+
+    section = README.split("## Trying kai on a real control plane", 1)[1].split("\n## ", 1)[0]
+    kubeconfig = DEFAULT_FOLDER / "kubeconfig"
+    assert f"\nkubeconfig: {kubeconfig}\n" in section  # `up` prints "kubeconfig: <workdir>/kubeconfig"
+    assert section.count(f"export KUBECONFIG={kubeconfig}") == 2
+    assert "export KUBECONFIG=" not in section.replace(f"export KUBECONFIG={kubeconfig}", "")

@@ -22,7 +22,10 @@ Every name has the prefix ``--metrics-namespace`` (``kai_``). docs/metrics.md li
 * kai's own beside the scheduler's: ``e2e_scheduling_latency_seconds``, ``pods_scheduled_total``,
   ``evictions_total{action}``, ``unsupported_feature_uses_total{feature}`` (objects using a KAI feature kai
   has not built, and configured plugins kai has not built: ``plugin/<name>``),
-  ``events_dropped_total{component}`` (events not written because the event queue was full); ``is_leader`` on both.
+  ``events_dropped_total{component}`` (events not written because the event queue was full),
+  ``cluster_capacity{resource}`` (the usable nodes' allocatable: ``nvidia_com_gpu`` devices, ``cpu`` cores,
+  ``memory`` bytes; a capacity metric for time-based fair share where no kube-state-metrics runs); ``is_leader``
+  on both.
 
 A process with one role serves only that role's metrics (``Metrics(scheduler=..., binder=...)``).
 
@@ -195,6 +198,16 @@ class Metrics:
         self.queue_allocated_gpus = queue_gauge("queue_allocated_gpus", "Queue allocated GPUs")
         self.queue_allocated_cpu = queue_gauge("queue_allocated_cpu_cores", "Queue allocated CPU cores")
         self.queue_allocated_memory = queue_gauge("queue_allocated_memory_bytes", "Queue allocated memory bytes")
+        # kai's own: the capacity that time-based fair share divides by, for a usage DB without
+        # kube-state-metrics (the dev cluster's Prometheus): resource nvidia_com_gpu (devices), cpu (cores),
+        # memory (bytes), as kube_node_status_capacity names them.
+        self.cluster_capacity = Gauge(
+            "cluster_capacity",
+            "Allocatable resources of the usable nodes the scheduler sees",
+            ["resource"],
+            namespace=ns,
+            registry=s,
+        )
         # -- kai's own, beside the scheduler's --
         self.cycle_seconds = Histogram(
             "e2e_scheduling_latency_seconds",

@@ -42,12 +42,13 @@ from kai.cluster.cache import CacheView, ClusterCache
 from kai.cluster.events import EventRecorder
 from kai.cluster.metrics import Metrics
 from kai.cluster.status import GroupUsages, queue_usage
+from kai.cluster.usagedb import usage_source
 from kai.cycle import run_cycle
 from kai.framework.config import SchedulerConfig
 from kai.framework.decisions import Binding, Decisions, Eviction
 from kai.model import CPU, GPU, MEMORY, ClusterSnapshot, UnsupportedUse
 from kai.snapshot.builder import BuildResult, ConversionMemo, build_snapshot
-from kai.usage import UsageTracker
+from kai.usage import UsageTracker, snapshot_capacity
 
 log = logging.getLogger("kai.cluster.scheduler")
 
@@ -153,8 +154,10 @@ class Scheduler:
         self.memo = ConversionMemo()
         self.usages = GroupUsages()  # pod group usage for the queue gauges, kept while a group is unchanged
         self._last_build: tuple[CacheView, list[dict[str, Any]], BuildResult] | None = None
-        # Time-based fair share (usageDBConfig set): usage from the scheduler's own record of allocations.
-        self.usage = UsageTracker(config.usage_db.params) if config.usage_db is not None else None
+        # Time-based fair share (usageDBConfig set): usage from Prometheus, or the scheduler's own record.
+        self.usage = usage_source(
+            config.usage_db, metrics_namespace=metrics.namespace if metrics is not None else "kai", metrics=metrics
+        )
 
     # -- one cycle --------------------------------------------------------------------------------
     def run_once(self) -> CycleReport:
@@ -172,7 +175,7 @@ class Scheduler:
             self.usage.observe(snapshot)
             t_usage = time.perf_counter()
             snapshot.queue_usage = self.usage.queue_usage(now)
-            if self.metrics is not None:  # kai's usage "query" reads its own history (no usage DB yet)
+            if self.metrics is not None and isinstance(self.usage, UsageTracker):  # its own history
                 self.metrics.usage_query.observe((time.perf_counter() - t_usage) * 1000)
         self.last_input = CycleInput(now, _accepted(objects, result.problems))
         steps: dict[str, float] = {}
@@ -324,6 +327,10 @@ class Scheduler:
             m.queue_allocated_cpu.labels(name).set(use.allocated.cpu / 1000)
             m.queue_allocated_memory.labels(name).set(use.allocated.memory)
         usages.finish()
+        capacity = snapshot_capacity(snapshot)
+        m.cluster_capacity.labels("nvidia_com_gpu").set(capacity[GPU])
+        m.cluster_capacity.labels("cpu").set(capacity[CPU] / 1000)
+        m.cluster_capacity.labels("memory").set(capacity[MEMORY])
 
     # -- the loop -------------------------------------------------------------------------------
     def run(self, is_leader: Callable[[], bool] = lambda: True, max_cycles: int = 0) -> None:
@@ -349,6 +356,8 @@ class Scheduler:
 
     def stop(self) -> None:
         self._stop.set()
+        if self.usage is not None:
+            self.usage.close()
 
     def healthy(self, stuck_after: float = 60.0) -> bool:
         return time.monotonic() - self.last_loop < max(stuck_after, 10 * self.period)

@@ -33,6 +33,7 @@ from kai.api import keys
 from kai.api.timeutil import format_time
 from kai.cluster.events import EventRecorder
 from kai.cluster.kube import PODGROUPS, PODS, QUEUES, ApiError, Kube
+from kai.framework.causes import KAI_REASONS, Cause, QueueFigures
 from kai.framework.decisions import Decisions
 from kai.model import ALIVE, CPU, GPU, ClusterSnapshot, PodStatus, Resources
 
@@ -206,6 +207,9 @@ class StatusUpdater:
             pending_pods = [p for p in pg.pods if p.status is PodStatus.PENDING and p.key not in bound]
             message = outcome.message if outcome else ""
             reason = outcome.reason if outcome else ""
+            causes = outcome.causes if outcome else []
+            if message and causes and reason not in ("NotReady", "Pipelined"):
+                message = cause_text(causes[0])
             mark = raw_pg is None or (raw_pg.get("spec") or {}).get("markUnschedulable") is not False
             explain = bool(message) and reason not in ("NotReady", "Pipelined") and pending_pods
             if explain:
@@ -219,7 +223,10 @@ class StatusUpdater:
             elif message and reason == "NotReady" and raw_pg is not None:
                 self.events.record(raw_pg, "Normal", "NotReady", message)
             if raw_pg is not None:
-                self._podgroup(key, pg, raw_pg, decisions, bound, evicted, message if explain else "", reason, now)
+                text = message if explain else ""
+                reasons = condition_reasons(causes, reason, text)
+                self._podgroup(key, pg, raw_pg, decisions, bound, evicted, text, reasons, now)
+        self._refused_podgroups(snapshot, pods, podgroups, queues, now)
         for name, use in queue_usage(snapshot, decisions, self.usages).items():
             raw_queue = queues.get(name)
             if raw_queue is None:
@@ -277,7 +284,7 @@ class StatusUpdater:
         bound: set[str],
         evicted: set[str],
         message: str,
-        reason: str,
+        reasons: list[dict[str, Any]],
         now: str,
     ) -> None:
         use = self.usages(pg, bound, evicted)
@@ -285,7 +292,7 @@ class StatusUpdater:
         inputs = (
             outcome,
             message,
-            reason,
+            reasons,
             pg.min_member,
             pg.preemptible,
             decisions.last_start.get(key, _ABSENT),
@@ -312,29 +319,7 @@ class StatusUpdater:
         current = raw.get("status") or {}
         old_conditions = current.get("schedulingConditions") or []
         if message:
-            same = [
-                c
-                for c in old_conditions
-                if c.get("nodePool") == NODE_POOL and c.get("message") == message and c.get("reason") == "Unschedulable"
-            ]
-            if same:
-                desired["schedulingConditions"] = old_conditions
-            else:
-                ids = [
-                    int(c.get("transitionID") or 0) for c in old_conditions if str(c.get("transitionID", "")).isdigit()
-                ]
-                desired["schedulingConditions"] = [
-                    {
-                        "type": "UnschedulableOnNodePool",
-                        "nodePool": NODE_POOL,
-                        "reason": "Unschedulable",
-                        "message": message,
-                        "reasons": [{"reason": reason or "PodSchedulingErrors", "message": message}],
-                        "transitionID": str(max(ids, default=0) + 1),
-                        "lastTransitionTime": now,
-                        "status": "True",
-                    }
-                ]
+            desired["schedulingConditions"] = scheduling_conditions(old_conditions, message, reasons, now)
         elif old_conditions and running:
             desired["schedulingConditions"] = []
         written = self._write_status(
@@ -365,6 +350,37 @@ class StatusUpdater:
                     PODGROUPS.path(meta["namespace"], meta["name"]), {"metadata": {"annotations": annotations}}
                 ),
             )
+
+    def _refused_podgroups(
+        self, snapshot: ClusterSnapshot, pods: dict, podgroups: dict, queues: dict, now: str
+    ) -> None:
+        """PodGroups the cycle left out because their queue does not exist, and that have pods of this
+        scheduler (pods that are not another scheduler's): KAI's QueueDoesNotExist condition."""
+        missing = {}
+        for key, raw in podgroups.items():
+            queue = str((raw.get("spec") or {}).get("queue") or "")
+            if key not in snapshot.podgroups and queue and queue not in queues:
+                missing[key] = raw
+        if not missing:
+            return
+        foreign = {p.key for p in snapshot.foreign_pods}
+        ours: set[str] = set()
+        for pod_key, raw_pod in pods.items():
+            meta = raw_pod.get("metadata") or {}
+            group = (meta.get("annotations") or {}).get(keys.POD_GROUP_ANNOTATION)
+            if group and pod_key not in foreign:
+                ours.add(f"{meta.get('namespace')}/{group}")
+        for key in sorted(ours & set(missing)):
+            self._refused_podgroup(key, missing[key], now)
+
+    def _refused_podgroup(self, key: str, raw: dict[str, Any], now: str) -> None:
+        queue = str((raw.get("spec") or {}).get("queue") or "")
+        message = f"Queue '{queue}' does not exist: create it, or name an existing leaf queue in spec.queue."
+        reasons = [{"reason": "QueueDoesNotExist", "message": message, "details": {"queueDetails": {"name": queue}}}]
+        old = (raw.get("status") or {}).get("schedulingConditions") or []
+        desired = {"schedulingConditions": scheduling_conditions(old, message, reasons, now)}
+        meta = raw["metadata"]
+        self._write_status(f"PodGroup {key}", PODGROUPS.path(meta["namespace"], meta["name"], "status"), raw, desired)
 
     # -- plumbing -------------------------------------------------------------------------------
     def _write_status(self, key: str, path: str, raw: dict[str, Any], desired: dict[str, Any]) -> bool:
@@ -409,6 +425,69 @@ class StatusUpdater:
 
     def shutdown(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=False)
+
+
+def cause_text(cause: Cause) -> str:
+    """The first cause as one line for a pod's condition and events: what, and what would change it."""
+    text = cause.message.rstrip(".") + "."
+    return f"{text} What would change it: {cause.remedy}." if cause.remedy else text
+
+
+def queue_details(figures: QueueFigures) -> dict[str, Any]:
+    """KAI's ``details.queueDetails``: the queue's figures as quantities (unlimited ones left out)."""
+    return {
+        "name": figures.name,
+        "queueRequestedResources": queue_quantities(figures.requested),
+        "queueDeservedResources": queue_quantities(figures.deserved),
+        "queueAllocatedResources": queue_quantities(figures.allocated),
+        "queueAllocatedNonPreemptibleResources": queue_quantities(figures.allocated_non_preemptible),
+        "queueResourceLimits": queue_quantities(figures.limit),
+        "podGroupRequestedResources": queue_quantities(figures.job_requested),
+        "podGroupRequestedNonPreemptibleResources": queue_quantities(figures.job_requested_non_preemptible),
+    }
+
+
+def condition_reasons(causes: list[Cause], reason: str, message: str) -> list[dict[str, Any]]:
+    """``reasons[]`` of the scheduling condition: one per cause in rank order, with KAI's reason code and,
+    for queue causes, ``details.queueDetails``; without causes, the fit error's own reason."""
+    if not message:
+        return []
+    if not causes:
+        return [{"reason": reason if reason in KAI_REASONS else "PodSchedulingErrors", "message": message}]
+    out = []
+    for cause in causes:
+        entry: dict[str, Any] = {"reason": cause.kai_reason, "message": cause_text(cause)}
+        if cause.queue is not None:
+            entry["details"] = {"queueDetails": queue_details(cause.queue)}
+        out.append(entry)
+    return out
+
+
+def scheduling_conditions(
+    old_conditions: list[dict[str, Any]], message: str, reasons: list[dict[str, Any]], now: str
+) -> list[dict[str, Any]]:
+    """KAI's one ``UnschedulableOnNodePool`` entry for the node pool; kept as it is while it says the same."""
+    for c in old_conditions:
+        if (
+            c.get("nodePool") == NODE_POOL
+            and c.get("message") == message
+            and c.get("reason") == "Unschedulable"
+            and _same(c.get("reasons"), reasons)
+        ):
+            return old_conditions
+    ids = [int(c.get("transitionID") or 0) for c in old_conditions if str(c.get("transitionID", "")).isdigit()]
+    return [
+        {
+            "type": "UnschedulableOnNodePool",
+            "nodePool": NODE_POOL,
+            "reason": "Unschedulable",
+            "message": message,
+            "reasons": reasons,
+            "transitionID": str(max(ids, default=0) + 1),
+            "lastTransitionTime": now,
+            "status": "True",
+        }
+    ]
 
 
 def _same(have: Any, want: Any) -> bool:

@@ -164,6 +164,15 @@ class BindRequestWriter:
         return sum(self.pool.map(delete, stale))
 
 
+# The rule behind each evicting action, for the PodGroup's Evict event.
+EVICTION_RULES = {
+    "reclaim": "fair share: the preemptor's queue is below its fair share and takes resources back",
+    "preempt": "priority: a higher-priority job of the same queue",
+    "consolidation": "consolidation: moved to another node to make room",
+    "stalegangeviction": "stale gang: fewer pods running than minMember for longer than the grace period",
+}
+
+
 class Evictor:
     """Port: carries out the evictions of a cycle."""
 
@@ -205,7 +214,9 @@ class Evictor:
             pg = podgroups.get(job)
             if pg is not None:
                 why = f" to make room for {by}" if by else ""
-                self.events.record(pg, "Normal", "Evict", f"{count} pod(s) of {job} evicted by {action}{why}")
+                rule = EVICTION_RULES.get(action, "")
+                text = f"{count} pod(s) of {job} evicted by {action}{why}" + (f" ({rule})" if rule else "")
+                self.events.record(pg, "Normal", "Evict", text)
         return done
 
     def _evict(self, eviction: Eviction, pod: dict[str, Any]) -> bool:

@@ -1,9 +1,11 @@
 """`kai dev-cluster up|down|status`: a throw-away real control plane for a person trying kai.
 
 ``up`` builds the pinned binaries if they are missing (see :mod:`kai.devcluster.build`),
-starts etcd + kube-apiserver + KWOK in the background with kai's CRDs installed and a
-few fake GPU nodes, and prints the kubeconfig path. ``status`` tells whether it is
-running; ``down`` stops it and removes its folder (everything lives on tmpfs).
+starts etcd + kube-apiserver + kube-controller-manager + KWOK + Prometheus in the background
+with kai's CRDs, KAI's PriorityClasses, the default queues and the ``nvidia`` RuntimeClass
+installed and a few fake GPU nodes, and prints the kubeconfig path and Prometheus's URL.
+``status`` tells whether it is running; ``down`` stops it and removes its folder (everything
+lives on tmpfs).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -21,10 +24,14 @@ from kai.devcluster import build
 from kai.devcluster.controlplane import ControlPlane, ControlPlaneError, stop_process_group
 
 app = typer.Typer(
-    help="A throw-away control plane (etcd, kube-apiserver, KWOK GPU nodes).", no_args_is_help=True
+    help="A throw-away control plane (etcd, kube-apiserver, kube-controller-manager, KWOK GPU nodes, Prometheus).",
+    no_args_is_help=True,
 )
+PROCESSES = ("prometheus", "kwok", "kube-controller-manager", "kube-apiserver", "etcd")
 
-DEFAULT_DIR = Path(os.environ.get("KAI_DEV_CLUSTER_DIR", "/dev/shm/kai-dev-cluster"))
+DEFAULT_FOLDER = Path("/dev/shm/kai-dev-cluster")
+DEFAULT_DIR = Path(os.environ.get("KAI_DEV_CLUSTER_DIR", str(DEFAULT_FOLDER)))
+PROMETHEUS_PORT = 9090
 
 DirOption = Annotated[
     Path, typer.Option("--dir", help="Folder of the dev cluster's state, certificates and data.")
@@ -65,6 +72,19 @@ def up(
     gpu_memory: Annotated[int, typer.Option(help="nvidia.com/gpu.memory label, MiB per GPU.")] = 81920,
     cpu: Annotated[str, typer.Option(help="CPU of each node.")] = "64",
     memory: Annotated[str, typer.Option(help="Memory of each node.")] = "512Gi",
+    controller_manager: Annotated[
+        bool, typer.Option(help="Run kube-controller-manager (Jobs, Deployments, garbage collection).")
+    ] = True,
+    prometheus: Annotated[
+        bool, typer.Option(help="Run Prometheus scraping kai's metrics (time-based fair share's usage DB).")
+    ] = True,
+    scrape: Annotated[
+        list[str] | None,
+        typer.Option("--scrape", help="host:port of a kai /metrics endpoint for Prometheus (repeatable)."),
+    ] = None,
+    prometheus_port: Annotated[
+        int, typer.Option(help="Prometheus's port on 127.0.0.1 (a free one if this one is taken; 0: any).")
+    ] = PROMETHEUS_PORT,
 ) -> None:
     """Start the dev cluster (building the binaries first if needed) and print its kubeconfig path."""
     from kai.devcluster.nodes import GpuNodeSpec, create_gpu_nodes
@@ -77,12 +97,27 @@ def up(
     if state:
         _stop(directory, state)
     shutil.rmtree(directory, ignore_errors=True)  # leftovers of a crashed start: never reuse old etcd data
+    extras = (("kube-controller-manager",) if controller_manager else ()) + (("prometheus",) if prometheus else ())
     try:
-        bins = build.ensure_binaries()
+        bins = build.ensure_binaries(names=(*build.CORE, *extras))
     except (build.BuildError, OSError) as exc:
-        _fail(f"could not build the control plane: {exc}")
+        if build.missing_binaries(names=build.CORE):
+            _fail(f"could not build the control plane: {exc}")
+        missing = build.missing_binaries(names=extras)
+        typer.echo(f"warning: starting without {', '.join(missing)}, which could not be built: "
+                   f"{str(exc).splitlines()[0]}", err=True)
+        controller_manager = controller_manager and "kube-controller-manager" not in missing
+        prometheus = prometheus and "prometheus" not in missing
+        bins = build.binaries()
+    if prometheus and prometheus_port and not _port_free(prometheus_port):
+        typer.echo(f"  port {prometheus_port} is taken: Prometheus gets a free one")
+        prometheus_port = 0
     started = time.monotonic()
-    cp = ControlPlane(workdir=directory, binaries=bins, detach=True, log=lambda m: typer.echo(f"  {m}"))
+    cp = ControlPlane(
+        workdir=directory, binaries=bins, detach=True, log=lambda m: typer.echo(f"  {m}"),
+        controller_manager=controller_manager, prometheus=prometheus, kai_defaults=True,
+        prometheus_targets=tuple(scrape) if scrape else ("127.0.0.1:8080",), prometheus_listen_port=prometheus_port,
+    )
     try:
         cp.start()
         if nodes > 0:
@@ -101,11 +136,22 @@ def up(
     typer.echo(f"dev cluster up in {time.monotonic() - started:.1f}s at {cp.server}")
     typer.echo(f"kubeconfig: {cp.kubeconfig}")
     typer.echo(f"  export KUBECONFIG={cp.kubeconfig}")
+    if cp.prometheus_url:
+        typer.echo(f"prometheus: {cp.prometheus_url} (scraping {', '.join(cp.prometheus_targets)})")
     typer.echo("stop it with: kai dev-cluster down")
 
 
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def _stop(directory: Path, state: dict[str, Any]) -> None:
-    for name in ("kwok", "kube-apiserver", "etcd"):
+    for name in PROCESSES:
         pid = state.get("pids", {}).get(name)
         if pid is not None and _pid_runs(int(pid), name):
             stop_process_group(int(pid))
@@ -153,3 +199,5 @@ def status(directory: DirOption = DEFAULT_DIR) -> None:
         _fail(f"the API server does not answer: {exc}")
     typer.echo(f"dev cluster running at {state['server']}")
     typer.echo(f"kubeconfig: {state['kubeconfig']}")
+    if state.get("prometheus"):
+        typer.echo(f"prometheus: {state['prometheus']}")

@@ -1,5 +1,13 @@
 """Start and stop a real control plane: etcd + kube-apiserver + KWOK, with kai's CRDs installed.
 
+Optionally also kube-controller-manager (``controller_manager=True``: Jobs and Deployments get
+pods, garbage collection and namespace deletion work), Prometheus (``prometheus=True``: scrapes
+kai's metrics endpoints, for time-based fair share from a real usage DB) and what KAI's Helm
+chart installs for its users (``kai_defaults=True``: PriorityClasses, default queues, and the
+``nvidia`` RuntimeClass that kai's admission sets on GPU pods). ``kai dev-cluster up`` turns all
+three on; the live tests' shared cluster has none of them (tests there create owners and pods
+by hand, and a garbage collector would delete pods whose made-up owners do not exist).
+
 This is what envtest does, done from Python, plus KWOK standing in for kubelets::
 
     with ControlPlane() as cp:          # builds nothing; binaries come from kai.devcluster.build
@@ -11,7 +19,15 @@ This is what envtest does, done from Python, plus KWOK standing in for kubelets:
   start (:mod:`kai.devcluster.pki`), RBAC authorization, and a kubeconfig for an admin;
 * the CRDs in ``deploy/crds`` are created and waited for until Established and served;
 * KWOK manages only nodes annotated ``kwok.x-k8s.io/node=fake`` with the stages of
-  :mod:`kai.devcluster.kwok_stages`.
+  :mod:`kai.devcluster.kwok_stages`;
+* kube-controller-manager runs every default controller but the node lifecycle one (KWOK
+  renews node heartbeats about once a minute, which that controller would take for dead
+  nodes and evict their pods), without leader election, as cluster admin;
+* Prometheus keeps its TSDB in the work folder (so it outlives any kai process, not the
+  control plane) and scrapes the ``host:port`` targets of ``prometheus-targets.json``
+  (:meth:`ControlPlane.set_prometheus_targets` rewrites it; Prometheus rereads it). No
+  kube-state-metrics runs, so a recording rule turns the scheduler's ``kai_cluster_capacity``
+  into ``kube_node_status_capacity{resource}``: KAI's default capacity queries then answer.
 
 Every process runs in its own process group and is stopped (SIGTERM, then SIGKILL) by
 :meth:`ControlPlane.stop`, which is also registered with ``atexit``. Unless
@@ -136,11 +152,24 @@ class ControlPlane:
     verbose_apiserver: int = 0
     extra_apiserver_args: list[str] = field(default_factory=list)
     """More kube-apiserver flags (e.g. ``--watch-cache-sizes=configmaps#0`` to watch etcd directly)."""
+    controller_manager: bool = False
+    """Also run kube-controller-manager (Jobs, Deployments, garbage collection, namespace deletion)."""
+    prometheus: bool = False
+    """Also run Prometheus, scraping :attr:`prometheus_targets`."""
+    prometheus_targets: tuple[str, ...] = ("127.0.0.1:8080",)
+    """``host:port`` of the kai /metrics endpoints to scrape (``kai run``'s default address)."""
+    prometheus_scrape_interval: str = "5s"
+    prometheus_listen_port: int = 0
+    """Prometheus's port on 127.0.0.1 (0: a free one)."""
+    kai_defaults: bool = False
+    """Create KAI's PriorityClasses, the default queues and the ``nvidia`` RuntimeClass."""
 
     processes: dict[str, Process] = field(default_factory=dict, init=False)
     etcd_port: int = field(default=0, init=False)
     apiserver_port: int = field(default=0, init=False)
     kwok_port: int = field(default=0, init=False)
+    controller_manager_port: int = field(default=0, init=False)
+    prometheus_port: int = field(default=0, init=False)
     kubeconfig: Path = field(default=Path(), init=False)
     pki: pki.Pki | None = field(default=None, init=False)
     _own_workdir: bool = field(default=False, init=False)
@@ -152,10 +181,25 @@ class ControlPlane:
     def server(self) -> str:
         return f"https://127.0.0.1:{self.apiserver_port}"
 
+    @property
+    def prometheus_url(self) -> str:
+        return f"http://127.0.0.1:{self.prometheus_port}" if self.prometheus_port else ""
+
+    def wanted_binaries(self) -> tuple[str, ...]:
+        """The components this control plane starts."""
+        names = list(build.CORE)
+        if self.controller_manager:
+            names.append("kube-controller-manager")
+        if self.prometheus:
+            names.append("prometheus")
+        return tuple(names)
+
     def start(self, timeout: float = 90.0) -> ControlPlane:
         """Start everything and wait until the API serves kai's CRDs (and KWOK is healthy)."""
         bins = self.binaries or build.binaries()
-        missing = [name for name, path in bins.items() if not os.access(path, os.X_OK)]
+        missing = [
+            name for name in self.wanted_binaries() if name not in bins or not os.access(bins[name], os.X_OK)
+        ]
         if missing:
             raise ControlPlaneError(
                 f"missing control-plane binaries: {', '.join(missing)} "
@@ -181,6 +225,7 @@ class ControlPlane:
                     if "address already in use" not in str(exc) or attempt == 2:
                         raise
                     self.log(f"port clash, retrying: {str(exc).splitlines()[0]}")
+                    self.prometheus_listen_port = 0  # a fixed port someone took: any free one
                     self._stop_processes()
                     shutil.rmtree(self.workdir / "etcd-data", ignore_errors=True)
         except BaseException:
@@ -193,11 +238,20 @@ class ControlPlane:
         self._start_etcd(bins["etcd"], deadline)
         self._start_apiserver(bins["kube-apiserver"], deadline)
         self.install_crds(deadline)
+        if self.kai_defaults:
+            from kai.devcluster.defaults import install_kai_defaults
+
+            created = install_kai_defaults(self.api_client())
+            self.log(f"installed KAI's defaults: {', '.join(created)}")
+        if self.controller_manager:
+            self._start_controller_manager(bins["kube-controller-manager"], deadline)
         if self.kwok:
             self._start_kwok(bins["kwok"], deadline)
+        if self.prometheus:
+            self._start_prometheus(bins["prometheus"], deadline)
 
     def _stop_processes(self) -> None:
-        for name in ("kwok", "kube-apiserver", "etcd"):
+        for name in ("prometheus", "kwok", "kube-controller-manager", "kube-apiserver", "etcd"):
             proc = self.processes.get(name)
             if proc is not None:
                 stop_process_group(proc.pid)
@@ -244,6 +298,7 @@ class ControlPlane:
             "server": self.server,
             "kubeconfig": str(self.kubeconfig),
             "etcd": f"http://127.0.0.1:{self.etcd_port}",
+            "prometheus": self.prometheus_url,
             "pids": self.pids(),
             "workdir": str(self.workdir),
             "started": time.time(),
@@ -429,6 +484,99 @@ class ControlPlane:
 
         self._wait(proc, "kwok /healthz", healthy, deadline)
         self.log("kwok ready")
+
+
+    def _start_controller_manager(self, binary: Path, deadline: float) -> None:
+        assert self.workdir is not None and self.pki is not None
+        p = self.pki
+        self.controller_manager_port = free_port()
+        proc = self._spawn("kube-controller-manager", [
+            str(binary),
+            f"--kubeconfig={self.kubeconfig}",
+            # No delegated authentication or authorization for its own endpoint: /healthz (always allowed)
+            # is all that is asked of it here.
+            "--authentication-skip-lookup=true",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={self.controller_manager_port}",
+            f"--cert-dir={self.workdir / 'controller-manager-certs'}",
+            "--leader-elect=false",
+            # KWOK refreshes node conditions about once a minute: the node lifecycle controller would
+            # mark the fake nodes unreachable and evict their pods.
+            "--controllers=*,-nodelifecycle",
+            f"--service-account-private-key-file={p.sa_private_key}",
+            f"--root-ca-file={p.ca_cert}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--use-service-account-credentials=false",
+            "--concurrent-gc-syncs=5",
+            "--profiling=false",
+            "--v=0",
+        ])
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE  # its self-signed serving certificate, on loopback
+
+        def healthy() -> bool:
+            url = f"https://127.0.0.1:{self.controller_manager_port}/healthz"
+            with urllib.request.urlopen(url, timeout=2, context=ctx) as resp:
+                return resp.status == 200
+
+        self._wait(proc, "kube-controller-manager /healthz", healthy, deadline)
+        self.log("kube-controller-manager ready")
+
+    def _prometheus_config(self) -> str:
+        assert self.workdir is not None
+        targets = self.workdir / "prometheus-targets.json"
+        rules = self.workdir / "prometheus-rules.yml"
+        # No kube-state-metrics here: KAI's default capacity queries (kube_node_status_capacity) are
+        # answered from the capacity kai's scheduler exports.
+        rules.write_text(yaml.safe_dump({"groups": [{
+            "name": "kai-dev-cluster",
+            "rules": [{"record": "kube_node_status_capacity", "expr": "kai_cluster_capacity"}],
+        }]}))
+        config = {
+            "global": {
+                "scrape_interval": self.prometheus_scrape_interval,
+                "evaluation_interval": self.prometheus_scrape_interval,
+                "scrape_timeout": "1s",
+            },
+            "rule_files": [str(rules)],
+            "scrape_configs": [{
+                "job_name": "kai",
+                "file_sd_configs": [{"files": [str(targets)], "refresh_interval": "5s"}],
+            }],
+        }
+        return yaml.safe_dump(config, sort_keys=False)
+
+    def set_prometheus_targets(self, targets: tuple[str, ...] | list[str]) -> None:
+        """Scrape these ``host:port`` endpoints from now on (Prometheus rereads the file within 5 s)."""
+        assert self.workdir is not None
+        self.prometheus_targets = tuple(targets)
+        path = self.workdir / "prometheus-targets.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps([{"targets": list(self.prometheus_targets), "labels": {}}]))
+        tmp.replace(path)
+
+    def _start_prometheus(self, binary: Path, deadline: float) -> None:
+        assert self.workdir is not None
+        config = self.workdir / "prometheus.yml"
+        config.write_text(self._prometheus_config())
+        self.set_prometheus_targets(self.prometheus_targets)
+        self.prometheus_port = self.prometheus_listen_port or free_port()
+        proc = self._spawn("prometheus", [
+            str(binary),
+            f"--config.file={config}",
+            f"--storage.tsdb.path={self.workdir / 'prometheus-data'}",
+            f"--web.listen-address=127.0.0.1:{self.prometheus_port}",
+            "--storage.tsdb.retention.time=15d",
+            "--log.level=warn",
+        ])
+
+        def ready() -> bool:
+            with urllib.request.urlopen(f"{self.prometheus_url}/-/ready", timeout=2) as resp:
+                return resp.status == 200
+
+        self._wait(proc, "prometheus /-/ready", ready, deadline)
+        self.log(f"prometheus ready on {self.prometheus_url}")
 
 
 def load_crds(folder: Path) -> list[dict[str, Any]]:

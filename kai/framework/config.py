@@ -137,6 +137,17 @@ class UsageParams:
     tumbling_window_start_time: float = 0.0
     fetch_interval: float = 60.0
     staleness_period: float = 300.0
+    wait_timeout: float = 60.0
+    # `extraParams`, client specific (Prometheus: metric names, usageQueryTimeout, queryResolution), as
+    # (key, value) pairs of strings, in the configuration's order.
+    extra_params: tuple[tuple[str, str], ...] = ()
+
+    def extra(self, key: str, default: str = "") -> str:
+        """The `extraParams` value of `key`, or `default` when it is absent or empty."""
+        for name, value in self.extra_params:
+            if name == key and value:
+                return value
+        return default
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +157,8 @@ class UsageDBConfig:
     client_type: str = "prometheus"
     connection_string: str = ""
     params: UsageParams = UsageParams()
+    connection_string_env_var: str = ""
+    """`connectionStringEnvVar`: the environment variable holding the connection string (when none is given)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -498,7 +511,9 @@ _USAGE_DURATIONS = {
     "windowSize": "window_size",
     "fetchInterval": "fetch_interval",
     "stalenessPeriod": "staleness_period",
+    "waitTimeout": "wait_timeout",
 }
+_USAGE_EXTRA_DURATIONS = ("usageQueryTimeout", "queryResolution")
 
 
 def _usage_duration(value: Any) -> float:
@@ -523,14 +538,31 @@ def _usage_db(raw: Any, r: _Reader) -> UsageDBConfig | None:
     connection = ""
     if raw.get("connectionString") is not None:
         connection = r.read("usageDBConfig.connectionString", raw["connectionString"], _string) or ""
+    env_var = ""
+    if raw.get("connectionStringEnvVar") is not None:
+        env_var = r.read("usageDBConfig.connectionStringEnvVar", raw["connectionStringEnvVar"], _string) or ""
     for key in raw:
-        if key not in ("clientType", "connectionString", "usageParams"):
+        if key not in ("clientType", "connectionString", "connectionStringEnvVar", "usageParams"):
             r.warn("usageDBConfig", f"field {key!r} is not read by kai: ignored")
     values: dict[str, Any] = {}
     usage = r.mapping("usageDBConfig.usageParams", raw.get("usageParams"), "parameter names to values")
     for key in usage:
-        if key not in (*_USAGE_DURATIONS, "windowType", "tumblingWindowStartTime"):
+        if key not in (*_USAGE_DURATIONS, "windowType", "tumblingWindowStartTime", "extraParams", "cronString"):
             r.warn("usageDBConfig.usageParams", f"field {key!r} is not read by kai: ignored")
+    extra = r.mapping("usageDBConfig.usageParams.extraParams", usage.get("extraParams"), "names to strings")
+    pairs = []
+    for key, value in extra.items():
+        where = f"usageDBConfig.usageParams.extraParams.{key}"
+        text = r.read(where, value, _argument)
+        if text is None:
+            continue
+        if key in _USAGE_EXTRA_DURATIONS and text:
+            try:
+                parse_duration(text)
+            except ValueError:
+                r.warn(where, f"{text!r} is not a Go duration: the default is used")
+        pairs.append((str(key), text))
+    values["extra_params"] = tuple(pairs)
     for key, attr in _USAGE_DURATIONS.items():
         if usage.get(key) is None:
             continue
@@ -555,4 +587,4 @@ def _usage_db(raw: Any, r: _Reader) -> UsageDBConfig | None:
             values["tumbling_window_start_time"] = parse_time(usage["tumblingWindowStartTime"])
         except ValueError as err:
             r.problem("usageDBConfig.usageParams.tumblingWindowStartTime", str(err))
-    return UsageDBConfig(client, connection, UsageParams(**values))
+    return UsageDBConfig(client, connection, UsageParams(**values), env_var)

@@ -36,6 +36,7 @@ class JobOutcome:
     status: str
     message: str = ""
     reason: str = ""
+    causes: list[Any] = field(default_factory=list)  # kai.framework.causes.Cause, ranked (first: the main one)
 
 
 @dataclass(slots=True)

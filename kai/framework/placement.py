@@ -81,10 +81,18 @@ def find_node(
 
 def explain_no_node(ssn: Session, task: PodInfo, subset: NodeSubset | None = None) -> str:
     """Why no node fits, summarised as counts per reason (as kube-scheduler does)."""
-    nodes = ssn.nodes
-    total = len(nodes)
+    total = len(ssn.nodes)
     if not total:
         return "0 nodes are available: the cluster has no nodes."
+    reasons = no_node_reasons(ssn, task, subset)
+    parts = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items(), key=lambda r: (-r[1], r[0])))
+    return f"0/{total} nodes are available: {parts}." if parts else f"0/{total} nodes are available."
+
+
+def no_node_reasons(ssn: Session, task: PodInfo, subset: NodeSubset | None = None) -> Counter[str]:
+    """Per reason, how many nodes it rules out for the task (each node counted once, at its first reason)."""
+    nodes = ssn.nodes
+    total = len(nodes)
     reasons: Counter[str] = Counter()
     remaining = np.ones(total, dtype=bool)
     unusable = remaining & ~nodes.usable
@@ -118,8 +126,7 @@ def explain_no_node(ssn: Session, task: PodInfo, subset: NodeSubset | None = Non
         if short.any():
             what = "GPU memory" if task.gpu.memory_mib else "GPU"
             reasons[f"node(s) had no {what} with room for the shared request"] += int(short.sum())
-    parts = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items(), key=lambda r: (-r[1], r[0])))
-    return f"0/{total} nodes are available: {parts}." if parts else f"0/{total} nodes are available."
+    return reasons
 
 
 def place_tasks(
@@ -177,6 +184,7 @@ def _place_set(
             first.code,
             first.reason,
             f"None of the {len(candidates)} candidate node sets could host the pods; in the first: {first.message}",
+            first.cause,
         )
     return first
 
@@ -225,7 +233,7 @@ def place_in_subset(
     for placed, task in enumerate(tasks):
         status = ssn.pre_predicate(task)
         if not status.ok:
-            return _gang_failure(job, tasks, placed, status.message, status.code)
+            return _gang_failure(job, tasks, placed, status.message, status.code, status.cause)
         placement = find_node(ssn, task, subset=subset)
         if placement is None:
             return _gang_failure(job, tasks, placed, explain_no_node(ssn, task, subset), Code.UNSCHEDULABLE)
@@ -237,7 +245,9 @@ def place_in_subset(
     return Status()
 
 
-def _gang_failure(job: PodGroupInfo, tasks: list[PodInfo], placed: int, why: str, code: Code) -> Status:
+def _gang_failure(
+    job: PodGroupInfo, tasks: list[PodInfo], placed: int, why: str, code: Code, cause: object = None
+) -> Status:
     if len(tasks) > 1:
         message = (
             f"Resources were found for {placed} of the {len(tasks)} pods the gang needs to start; "
@@ -245,7 +255,7 @@ def _gang_failure(job: PodGroupInfo, tasks: list[PodInfo], placed: int, why: str
         )
     else:
         message = f"Pod {tasks[0].key} cannot be placed: {why}"
-    return Status(code, "PodSchedulingErrors", message)
+    return Status(code, "PodSchedulingErrors", message, cause)
 
 
 def tasks_to_allocate(ssn: Session, job: PodGroupInfo) -> list[PodInfo]:

@@ -102,6 +102,8 @@ class QueueAccounting(Protocol):
 
     def describe_queue(self, queue: str) -> str: ...
 
+    def queue_figures(self, queue: str, job: PodGroupInfo | None = None) -> Any: ...  # causes.QueueFigures | None
+
 
 NodeFilter = Callable[[PodInfo], "np.ndarray | None"]
 NodeScorer = Callable[[PlacementContext], "np.ndarray | float"]
@@ -164,6 +166,7 @@ class Session:
         self.accounting: QueueAccounting | None = None
         self.decisions = Decisions()
         self.fit_errors: dict[str, Status] = {}
+        self.noted_causes: dict[str, list[Any]] = {}  # job key -> causes.Cause noted by actions and plugins
         self.evicted_gpus: dict[str, float] = {}  # per victim leaf queue, this cycle (disruption budget)
         self._vectors: dict[int, np.ndarray] = {}
         self.min_gpu_memory_mib = min((n.gpu_memory_mib for n in snapshot.nodes if n.gpu_memory_mib), default=0)
@@ -296,3 +299,8 @@ class Session:
 
     def record_fit_error(self, job: PodGroupInfo, status: Status) -> None:
         self.fit_errors[job.key] = status
+
+    def note_cause(self, job: PodGroupInfo, cause: Any) -> None:
+        """A reason the job may still wait at the end of the cycle (kai.framework.causes.Cause), e.g. why
+        an evicting action could not make room; `kai explain` ranks them with the fit error."""
+        self.noted_causes.setdefault(job.key, []).append(cause)

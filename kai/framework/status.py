@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Any
 
 
 class Code(IntEnum):
@@ -18,6 +19,7 @@ class Status:
     code: Code = Code.SUCCESS
     reason: str = ""  # a short machine-readable reason, e.g. OverLimit
     message: str = ""
+    cause: Any = None  # a kai.framework.causes.Cause with the numbers behind it, when the check has them
 
     @property
     def ok(self) -> bool:
@@ -27,8 +29,8 @@ class Status:
 SUCCESS = Status()
 
 
-def unschedulable(reason: str, message: str) -> Status:
-    return Status(Code.UNSCHEDULABLE, reason, message)
+def unschedulable(reason: str, message: str, cause: Any = None) -> Status:
+    return Status(Code.UNSCHEDULABLE, reason, message, cause)
 
 
 def unresolvable(reason: str, message: str) -> Status:

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from kai.framework.causes import note_action_failure
 from kai.framework.jobqueue import JobQueue
 from kai.framework.placement import (
     filter_nodes,
@@ -874,6 +875,7 @@ def run_evicting_action(
             continue
         if signatures is not None and not outcome.budget:
             signatures.record(scope, job)
+        note_action_failure(ssn, action, job, outcome.budget or outcome.reason)
         if outcome.budget:
             previous = ssn.fit_errors.get(job.key)
             text = f"{action} could not make room for this job: {outcome.budget}."

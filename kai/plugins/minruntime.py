@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kai.api.timeutil import parse_duration
+from kai.framework.causes import protected_victim
 from kai.framework.plugin import register_plugin
 from kai.framework.session import Session
 from kai.framework.status import SUCCESS, Status, unschedulable
@@ -88,7 +89,11 @@ class MinRuntimePlugin:
         if not self.protected(action, preemptor, victim):
             return True
         # Elastic jobs may still lose the pods above their minMember (checked per scenario).
-        return any(sub.active() > sub.min_member for sub in victim.leaves)
+        if any(sub.active() > sub.min_member for sub in victim.leaves):
+            return True
+        until = (victim.last_start or 0.0) + self.min_runtime(action, preemptor.queue, victim.queue)
+        protected_victim(self.ssn, preemptor, victim, action, until)
+        return False
 
     def validate(self, action: str, scenario: Any) -> Status:
         jobs = {chunk.job.key: chunk.job for chunk in scenario.chunks}

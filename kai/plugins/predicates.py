@@ -15,9 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from kai.framework.causes import Cause
 from kai.framework.plugin import register_plugin
 from kai.framework.session import NamedFilter, Session
-from kai.framework.status import SUCCESS, Status, unresolvable
+from kai.framework.status import SUCCESS, Code, Status, unresolvable
 from kai.model import CPU, GPU, MEMORY, NodeInfo, PodInfo
 from kai.plugins import nodeports, podaffinity, volumes
 
@@ -113,11 +114,18 @@ class PredicatesPlugin:
             return unresolvable(
                 "MaxNodeResources", f"pod {task.key} requests {_describe(name, vec[over[0]])}, and no node has {name}"
             )
-        return unresolvable(
-            "MaxNodeResources",
+        message = (
             f"pod {task.key} requests {_describe(name, vec[over[0]])}, "
-            f"more than any single node has (the largest has {_describe(name, top)})",
+            f"more than any single node has (the largest has {_describe(name, top)})"
         )
+        cause = Cause(
+            "LargerThanCluster",
+            message[0].upper() + message[1:] + ".",
+            f"PodGroup {task.job_key}",
+            f"ask for at most {_describe(name, top)} per pod, or add a larger node",
+            {"resource": name, "requested": float(vec[over[0]]), "largestNode": top},
+        )
+        return Status(Code.UNRESOLVABLE, "MaxNodeResources", message, cause)
 
 
 register_plugin("predicates")(lambda args: PredicatesPlugin())

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kai.framework.causes import Cause
 from kai.framework.placement import filter_nodes
 from kai.framework.plugin import register_plugin
 from kai.framework.session import EPS, NodeSubset, Session, SubsetRequest
@@ -241,13 +242,24 @@ class TopologyPlugin:
         room = rooms[top]
         best = int(np.argmax(np.where(room.nodes > 0, room.pods, -1.0)))
         level_name = ROOT_NAME if top == ROOT else tree.levels[top]
-        return Status(
-            Code.UNSCHEDULABLE,
-            REASON,
+        message = (
             f"{head}: not enough resources in {scope} to allocate the job. No domain of level {level_name} has "
             f"room for the {count} pods; node-group {tree.domain_name(top, best)} can allocate only "
-            f"{int(room.pods[best])} of {count} required pods.",
+            f"{int(room.pods[best])} of {count} required pods."
         )
+        cause = Cause(
+            "Topology",
+            message,
+            f"Topology {tree.name}",
+            f"starts when one {level_name} domain has room for all {count} pods, or with a higher required level",
+            {
+                "level": level_name,
+                "bestDomain": tree.domain_name(top, best),
+                "podsThatFit": int(room.pods[best]),
+                "pods": count,
+            },
+        )
+        return Status(Code.UNSCHEDULABLE, REASON, message, cause)
 
 
 def _constrained(job: PodGroupInfo) -> bool:

@@ -87,13 +87,21 @@ def render_table(result: SimulationResult, console: Console) -> None:
     for col in ("pod group", "queue", "status", "running", "why it waits"):
         groups.add_column(col, overflow="fold")
     style = {"Running": "green", "Pending": "yellow", "Releasing": "magenta"}
+    assert result.last is not None
     for key, pg in sorted(data["podGroups"].items(), key=lambda kv: (kv[1]["queue"], kv[0])):
+        outcome = result.last.jobs.get(key)
+        why = escape(pg["message"])
+        if pg["message"] and outcome is not None and outcome.causes:
+            first = outcome.causes[0]
+            why = f"[bold]{escape(first.code)}[/]: {escape(first.message)}"
+            if first.remedy:
+                why += f" [green]→ {escape(first.remedy)}[/]"
         groups.add_row(
             escape(key),
             escape(pg["queue"]),
             f"[{style.get(pg['status'], 'white')}]{pg['status']}[/]",
             f"{running.get(key, 0)}/{total.get(key, 0)}",
-            escape(pg["message"]),
+            why,
         )
     console.print(groups)
 

@@ -331,12 +331,15 @@ def run_what_if(
 
     group_notes, pod_notes = _annotations(objects + job_objects)
     jobs: list[SimJob] = []
+    runs_since: dict[str, float | None] = {}  # jobs running in the snapshot -> their last start, if known
     for key, pg in snapshot.podgroups.items():
         notes = dict(group_notes.get(key, {}))
         for pod in pg.pods:
             for k, v in pod_notes.get(pod.key, {}).items():
                 notes.setdefault(k, v)
         running = pg.phase() == "Running"
+        if running:
+            runs_since[key] = pg.last_start
         elapsed = now - pg.last_start if pg.last_start is not None else None
         duration = _job_duration(notes, f"PodGroup {key}", running, elapsed, default_duration)
         if key in targets and target_duration is not None:
@@ -361,7 +364,7 @@ def run_what_if(
                     "at": format_time(hits[0][0]),
                     "action": hits[0][1],
                     "pods": len(hits),
-                    "lostGpuHours": round(sim_job.lost_gpu_seconds / 3600.0, 3),
+                    "lostGpuHours": _lost_gpu_hours(runs_since, sim_job, now),
                 }
             )
     starts = [by_key[k].first_start for k in targets]
@@ -383,9 +386,27 @@ def run_what_if(
         answer["message"] = (
             outcome.message if outcome and outcome.message else "the job does not start within the horizon"
         )
+        if outcome is not None and outcome.causes:
+            first = outcome.causes[0]
+            remedy = f" What would change it: {first.remedy}." if first.remedy else ""
+            answer["message"] = first.message + remedy
+            answer["causes"] = [c.to_json() for c in outcome.causes]
     if target is not None and target.duration:
         answer["runSeconds"] = target.duration
     return answer
+
+
+def _lost_gpu_hours(runs_since: dict[str, float | None], sim_job: Any, now: float) -> float | None:
+    """GPU-hours of work the displaced job loses; None (unknown) when it was running in the snapshot with no
+    known start (no `kai.scheduler/last-start-timestamp`): the work it had done before cannot be known."""
+    lost = sim_job.lost_gpu_seconds
+    if sim_job.key in runs_since:
+        started = runs_since[sim_job.key]
+        if started is None:
+            return None
+        if not sim_job.checkpoint_interval:
+            lost += max(now - started, 0.0) * sim_job.gpus  # the run before the snapshot, all lost
+    return round(lost / 3600.0, 3)
 
 
 def _read_yaml_all(path: Path) -> list[Any]:
@@ -423,7 +444,8 @@ def _print_answer(answer: dict[str, Any]) -> None:
         for col in ("pod group", "queue", "pods evicted", "by", "at", "GPU-hours lost"):
             table.add_column(col)
         for d in answer["displaces"]:
-            table.add_row(d["podGroup"], d["queue"], str(d["pods"]), d["action"], d["at"], str(d["lostGpuHours"]))
+            lost = "unknown (no start time)" if d["lostGpuHours"] is None else str(d["lostGpuHours"])
+            table.add_row(d["podGroup"], d["queue"], str(d["pods"]), d["action"], d["at"], lost)
         console.print(table)
     elif answer["starts"] is not None:
         console.print("It would displace no running job.")

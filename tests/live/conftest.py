@@ -33,10 +33,9 @@ def _in_ci() -> bool:
     return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
 
 
-@pytest.fixture(scope="session")
-def controlplane_binaries() -> dict[str, Path]:
-    """Paths of etcd, kube-apiserver and kwok; skips (or, under CI, fails) when they could not be built."""
-    missing = build.missing_binaries()
+def require_binaries(names: tuple[str, ...]) -> dict[str, Path]:
+    """Paths of every built binary; skips (or, under CI, fails) when one of `names` could not be built."""
+    missing = build.missing_binaries(names=names)
     if missing:
         error = (build.recorded_build_error() or "").strip()
         reason = (
@@ -47,6 +46,12 @@ def controlplane_binaries() -> dict[str, Path]:
             pytest.fail(f"CI requires the live control plane: {reason}", pytrace=False)
         pytest.skip(reason)
     return build.binaries()
+
+
+@pytest.fixture(scope="session")
+def controlplane_binaries() -> dict[str, Path]:
+    """Paths of etcd, kube-apiserver and kwok; skips (or, under CI, fails) when they could not be built."""
+    return require_binaries(build.CORE)
 
 
 @pytest.fixture(scope="session")

@@ -110,6 +110,10 @@ def test_dev_cluster_cli_up_status_down(controlplane_binaries: dict[str, Path]) 
         status = runner.invoke(app, ["status", "--dir", str(folder)])
         assert status.exit_code == 0, status.output
         assert "nodes: 3 (3 Ready)" in status.output
+        if not build.missing_binaries(names=("kube-controller-manager", "prometheus")):
+            assert "prometheus: http://127.0.0.1:" in up.output
+            assert "kube-controller-manager running" in " ".join(status.output.split())
+            assert "prometheus running" in " ".join(status.output.split())
         again = runner.invoke(app, ["up", "--dir", str(folder)])
         assert "already running" in again.output
     finally:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from kai.api.keys import MIG_RESOURCE_PREFIX
+from kai.framework.causes import Cause, QueueFigures
 from kai.framework.decisions import QueueReport
 from kai.framework.gpushare import node_fraction
 from kai.framework.placement import tasks_to_allocate
@@ -358,22 +359,74 @@ class ProportionPlugin:
         over = _first_over(path, request, "limit", "allocated")
         if over is not None:
             attrs, col = over
-            return unschedulable(
-                "OverLimit",
+            message = (
                 f"Queue {attrs.label} would exceed its limit of {_fmt(col, attrs.limit[col])}: "
-                f"{_fmt(col, attrs.allocated[col])} in use and this job asks for {_fmt(col, request[col])} more.",
+                f"{_fmt(col, attrs.allocated[col])} in use and this job asks for {_fmt(col, request[col])} more."
             )
+            room = max(float(attrs.limit[col] - attrs.allocated[col]), 0.0)
+            free = _fmt(col, attrs.allocated[col] + request[col] - attrs.limit[col])
+            remedy = f"wait until queue {attrs.queue.name}'s jobs free {free}, or raise its limit"
+            if room > 1e-9:
+                remedy = f"ask for at most {_fmt(col, room)}, or wait until queue {attrs.queue.name}'s jobs free {free}"
+            cause = self._cause("OverLimit", message, remedy, attrs, job, col, request)
+            return unschedulable("OverLimit", message, cause)
         over = None if job.preemptible else _first_over(path, request, "deserved", "allocated_np")
         if over is not None:
             attrs, col = over
-            return unschedulable(
-                "NonPreemptibleOverQuota",
+            message = (
                 f"Non-preemptible job would take queue {attrs.label} over its quota of "
                 f"{_fmt(col, attrs.deserved[col])}: non-preemptible jobs already use "
                 f"{_fmt(col, attrs.allocated_np[col])} and this job asks for {_fmt(col, request[col])}. "
-                f"Only preemptible jobs may go over quota.",
+                f"Only preemptible jobs may go over quota."
             )
+            room = max(float(attrs.deserved[col] - attrs.allocated_np[col]), 0.0)
+            remedy = "make the job preemptible" + (f", or ask for at most {_fmt(col, room)}" if room > 1e-9 else "")
+            cause = self._cause("NonPreemptibleOverQuota", message, remedy, attrs, job, col, request)
+            return unschedulable("NonPreemptibleOverQuota", message, cause)
         return SUCCESS
+
+    def _cause(
+        self, code: str, message: str, remedy: str, attrs: QueueAttrs, job: PodGroupInfo, col: int, request: np.ndarray
+    ) -> Cause:
+        cap = attrs.limit if code == "OverLimit" else attrs.deserved
+        used = attrs.allocated if code == "OverLimit" else attrs.allocated_np
+        numbers = {
+            "resource": RESOURCES[col],
+            "cap": float(cap[col]),
+            "inUse": float(used[col]),
+            "requested": float(request[col]),
+        }
+        figures = self.queue_figures(attrs.queue.name, job, request)
+        return Cause(code, message, f"Queue {attrs.queue.name}", remedy, numbers, figures)
+
+    def queue_figures(
+        self, queue: str, job: PodGroupInfo | None = None, request: np.ndarray | None = None
+    ) -> QueueFigures | None:
+        """The queue's figures now (KAI's queueDetails), with the job's next batch as its request."""
+        attrs = self.attrs.get(queue)
+        if attrs is None:
+            return None
+        if request is None:
+            request = self.job_request(job) if job is not None else np.zeros(3)
+        units = self._units
+        return QueueFigures(
+            name=queue,
+            deserved=self._quota(attrs.deserved),
+            fair_share=units(np.maximum(attrs.fair_share, 0.0)),
+            allocated=units(attrs.allocated),
+            allocated_non_preemptible=units(attrs.allocated_np),
+            requested=units(attrs.request),
+            limit=self._quota(attrs.limit),
+            job_requested=units(request),
+            job_requested_non_preemptible=units(request if job is not None and not job.preemptible else np.zeros(3)),
+        )
+
+    @staticmethod
+    def _units(vec: np.ndarray) -> dict[str, float]:
+        return {"gpu": round(float(vec[0]), 6), "cpu": round(float(vec[1]), 3), "memory": round(float(vec[2]) / MB, 3)}
+
+    def _quota(self, vec: np.ndarray) -> dict[str, float]:
+        return {k: (-1.0 if vec[i] < 0 else v) for i, (k, v) in enumerate(self._units(vec).items())}
 
     # -- queries ------------------------------------------------------------------------------
     def fair_share(self, queue: str) -> dict[str, float]:
