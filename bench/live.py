@@ -227,9 +227,12 @@ def run(
         latencies = sorted(c.seconds for c in cycles)
         busy = [c for c in cycles if c.bound or c.evicted]
         steps: dict[str, float] = {}
+        steps_cpu: dict[str, float] = {}
         for c in cycles:
             for name, seconds in c.steps.items():
                 steps[name] = steps.get(name, 0.0) + seconds
+            for name, seconds in c.steps_cpu.items():
+                steps_cpu[name] = steps_cpu.get(name, 0.0) + seconds
 
         def pct(p: float) -> float:
             return latencies[min(len(latencies) - 1, int(p * len(latencies)))] if latencies else 0.0
@@ -262,6 +265,7 @@ def run(
                     for c in sorted(cycles, key=lambda c: -c.seconds)[:3]
                 ],
                 "time_in_steps_s": {k: round(v, 3) for k, v in sorted(steps.items(), key=lambda kv: -kv[1])},
+                "cpu_in_steps_s": {k: round(v, 3) for k, v in sorted(steps_cpu.items(), key=lambda kv: -kv[1])},
                 "cpu_s": {k: round(v, 2) for k, v in cpu.items()},
                 "threads_cpu_s": {k: round(v, 2) for k, v in sorted(threads_cpu.items(), key=lambda kv: -kv[1]) if v},
                 "cycles_cpu_s": round(sum(c.cpu for c in cycles), 2),

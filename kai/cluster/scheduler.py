@@ -102,6 +102,7 @@ class CycleReport:
     problems: list[Problem] = field(default_factory=list)
     plugins: dict[str, float] = field(default_factory=dict)  # plugin -> seconds of its OnSessionOpen
     cpu: float = 0.0  # CPU seconds the cycle's thread spent on it
+    steps_cpu: dict[str, float] = field(default_factory=dict)  # the same per step (+ "status": status and metrics)
 
 
 class Scheduler:
@@ -179,13 +180,15 @@ class Scheduler:
                 self.metrics.usage_query.observe((time.perf_counter() - t_usage) * 1000)
         self.last_input = CycleInput(now, _accepted(objects, result.problems))
         steps: dict[str, float] = {}
+        steps_cpu: dict[str, float] = {"snapshot": time.thread_time() - cpu_started}
 
         def run_step(name: str, step: Callable[[], None]) -> None:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             try:
                 step()
             finally:
                 steps[name] = time.perf_counter() - t0
+                steps_cpu[name] = time.thread_time() - c0
 
         plugins: dict[str, float] = {}
 
@@ -198,19 +201,23 @@ class Scheduler:
 
         steps["snapshot"] = time.perf_counter() - started
         decisions = run_cycle(snapshot, self.config, run_step, plugin_step)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         evicted = (
             self.evictor.evict(decisions.evictions, view.pods, view.podgroups, snapshot) if decisions.evictions else []
         )
         bound = self.bind_requests.write(decisions.bindings, view.pods, snapshot) if decisions.bindings else []
         steps["apply"] = time.perf_counter() - t0
+        c1 = time.thread_time()
+        steps_cpu["apply"] = c1 - c0
         self.status.update(decisions, snapshot, view.pods, view.podgroups, view.queues)
         seconds = time.perf_counter() - started
         self.cycles += 1
         report = CycleReport(self.cycles, now, seconds, steps, decisions, bound, evicted, result.problems, plugins)
-        report.cpu = time.thread_time() - cpu_started
+        report.steps_cpu = steps_cpu
         self.last_report = report
         self._observe(report, snapshot, view)
+        report.cpu = time.thread_time() - cpu_started
+        steps_cpu["status"] = time.thread_time() - c1
         if self.record_dir is not None and self.record_every and self.cycles % self.record_every == 0:
             self.record(self.record_dir)
         if self.on_cycle is not None:
