@@ -131,6 +131,8 @@ class ClusterCache:
         self._last_view: CacheView | None = None
         # pod key -> (pod, BindRequest, the pod as Binding): kept while neither changes.
         self._binding_copies: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {}
+        # id(BindRequest) -> (it, its pod, node exists, pod key, why stale): see view().
+        self._judged: dict[int, tuple[dict[str, Any], dict[str, Any] | None, bool, str, str | None]] = {}
         for resource in kinds:
             handler = self._index_pod if resource is PODS else None
             r = Reflector(kube, resource, on_event=handler, watch_timeout=watch_timeout, name=resource.plural)
@@ -191,6 +193,28 @@ class ClusterCache:
         self._index_pod("MODIFIED", copy, pod)
 
     # -- the per-cycle view ---------------------------------------------------------------------
+    @staticmethod
+    def _judge(
+        br: dict[str, Any], pods: dict[str, dict[str, Any]], nodes: dict[str, dict[str, Any]]
+    ) -> tuple[dict[str, Any], dict[str, Any] | None, bool, str, str | None]:
+        """(br, its pod, its node exists, pod key, why it is stale or None). A deleted request has no pod key."""
+        spec = br.get("spec") or {}
+        node_exists = spec.get("selectedNode") in nodes
+        if (br.get("metadata") or {}).get("deletionTimestamp"):
+            return br, None, node_exists, "", None
+        namespace = (br.get("metadata") or {}).get("namespace") or ""
+        pod_key = f"{namespace}/{spec.get('podName')}"
+        pod = pods.get(pod_key)
+        uid = owner_uid(br)
+        why: str | None = None
+        if pod is None or (uid and (pod.get("metadata") or {}).get("uid") != uid):
+            why = "its pod is gone"
+        elif bind_request_failed(br):
+            why = f"binding failed: {(br.get('status') or {}).get('reason', '')}"
+        elif not node_exists:
+            why = f"node {spec.get('selectedNode')!r} is gone"
+        return br, pod, node_exists, pod_key, why
+
     def signature(self) -> tuple[Any, ...]:
         """What a view depends on: every store's change count and the in-flight BindRequests."""
         versions = tuple(store.version for store in self.stores.values())
@@ -219,22 +243,28 @@ class ClusterCache:
         view.storage_listed = self.watches_storage
         view.signature = signature
         live_br: dict[str, dict[str, Any]] = {}
+        judged = self._judged
+        kept_judged: dict[int, tuple[dict[str, Any], dict[str, Any] | None, bool, str, str | None]] = {}
         for br in brs.values():
-            if (br.get("metadata") or {}).get("deletionTimestamp"):
-                continue
-            spec = br.get("spec") or {}
-            namespace = (br.get("metadata") or {}).get("namespace") or ""
-            pod_key = f"{namespace}/{spec.get('podName')}"
-            pod = pods.get(pod_key)
-            uid = owner_uid(br)
-            if pod is None or (uid and (pod.get("metadata") or {}).get("uid") != uid):
-                view.stale_bind_requests.append((br, "its pod is gone"))
-            elif bind_request_failed(br):
-                view.stale_bind_requests.append((br, f"binding failed: {(br.get('status') or {}).get('reason', '')}"))
-            elif spec.get("selectedNode") not in nodes:
-                view.stale_bind_requests.append((br, f"node {spec.get('selectedNode')!r} is gone"))
+            # What a BindRequest is depends only on it, its pod and whether its node exists: judged once
+            # while none of the three changes.
+            entry = judged.get(id(br))
+            if entry is not None and entry[0] is br and pods.get(entry[3]) is entry[1]:
+                spec = br.get("spec") or {}
+                if (spec.get("selectedNode") in nodes) is not entry[2]:
+                    entry = None
             else:
-                live_br[pod_key] = br
+                entry = None
+            if entry is None:
+                entry = self._judge(br, pods, nodes)
+            kept_judged[id(br)] = entry
+            why, pod_key = entry[4], entry[3]
+            if why is None:
+                if pod_key:
+                    live_br[pod_key] = br
+            else:
+                view.stale_bind_requests.append((br, why))
+        self._judged = kept_judged
         # Pods with a request and no node yet are Binding: each is handed over as its Binding copy.
         in_flight = dict(self.in_flight)
         copies = self._binding_copies

@@ -2,9 +2,10 @@
 
 The cache's stores are fed a series of watch events (each change a new object dict, as the reflector
 delivers them); after each step the real loop (`Scheduler.run_once`) runs on the incremental
-snapshot (conversions kept between cycles), and the same objects, copied, are built from scratch
-and run through the offline core. Snapshots, problems and decisions must be equal; only the
-objects that changed are converted again, and a cycle with nothing changed converts nothing.
+snapshot (conversions kept between cycles), and the same objects, copied into a cache that sees
+them for the first time, are viewed and built from scratch and run through the offline core.
+Views, snapshots, problems and decisions must be equal; only the objects that changed are
+converted again, and a cycle with nothing changed converts nothing.
 The status updater, which keeps pod group usage between cycles, still writes exactly on change.
 """
 
@@ -88,7 +89,17 @@ class Cluster:
         """One live cycle, checked against the offline core on copies of the very objects it saw."""
         report = self.scheduler.run_once()
         view = self.cache.view()  # nothing changed since the cycle: the view it used
-        scratch = build_snapshot(copy.deepcopy(view.objects), self.now, storage_listed=view.storage_listed)
+        fresh = ClusterCache(None)  # type: ignore[arg-type]  # sees the same objects for the first time
+        for kind, store in self.cache.stores.items():
+            for obj in store.list():
+                fresh.stores[kind].put(copy.deepcopy(obj))
+        first_sight = fresh.view()
+        assert first_sight.objects == view.objects
+        assert first_sight.binding == view.binding
+        assert [(b["metadata"]["name"], why) for b, why in first_sight.stale_bind_requests] == [
+            (b["metadata"]["name"], why) for b, why in view.stale_bind_requests
+        ]
+        scratch = build_snapshot(first_sight.objects, self.now, storage_listed=first_sight.storage_listed)
         assert self.scheduler.last_snapshot == scratch.snapshot
         assert report.problems == scratch.problems
         assert report.decisions == run_cycle(scratch.snapshot, SchedulerConfig())
@@ -199,6 +210,14 @@ def test_the_incremental_snapshot_decides_as_a_snapshot_built_from_scratch() -> 
     assert {b.pod for b in third.bound} == granted
     assert not third.problems
     assert c.scheduler.last_snapshot is not None and c.scheduler.last_snapshot.podgroups["ns/vip"].priority == 90
+
+    # The node solo's request names goes away: the request (unchanged itself) is stale now.
+    c.delete("Node", solo.node)
+    c.cycle_matches_a_build_from_scratch()
+    assert [(b["metadata"]["name"], why) for b, why in c.cache.view().stale_bind_requests] == [
+        ("solo", f"node {solo.node!r} is gone"),
+        ("late", "binding failed: node is full"),
+    ]
 
 
 class RecordingKube:
