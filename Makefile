@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 # The demo's instant: after every creationTimestamp in examples/cluster.yaml (README quotes its output).
 DEMO_NOW := 2026-01-01T01:00:00Z
 
-.PHONY: demo test test-offline lint fuzz bench bench-live bench-trace controlplane constraints clean
+.PHONY: demo test test-offline lint fuzz bench bench-live bench-trace controlplane constraints clean image
 
 # Every extra, with the exact versions of constraints.txt, so that CI is reproducible.
 $(STAMP): pyproject.toml constraints.txt
@@ -33,6 +33,14 @@ test-offline: $(STAMP)
 
 controlplane: $(STAMP)
 	$(PY) -m kai.devcluster.build --for-tests
+
+# kai's OCI image, tagged localhost/kai:<version> (the Helm chart's default image): Debian's root
+# filesystem made by mmdebstrap (cached in ~/.cache/kai/image) plus kai and its pinned dependencies,
+# built by buildah or podman FROM scratch (no registry). IMAGE_ARGS="--install" installs the tools
+# (as root), "--archive out/kai.oci.tar" also writes an OCI archive.
+IMAGE_ARGS ?=
+image: $(STAMP)
+	$(PY) deploy/image/build.py --python $(PY) $(IMAGE_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check kai tests bench tools

@@ -43,7 +43,7 @@ class LiveOptions:
     period: float = 1.0
     leader_elect: bool = True
     lease_namespace: str = "kai-scheduler"
-    lease_name: str = ""  # default: kai-scheduler, or kai-binder for a binder-only process
+    lease_name: str = ""  # default: kai-scheduler (kai-scheduler-<partition> for a node pool's), or kai-binder
     identity: str = ""
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
@@ -127,6 +127,10 @@ class LiveProcess:
                     self.events,
                     self.bind_request_pool,
                     in_flight=self.cache.in_flight if o.async_bind_requests else None,
+                    labels={o.nodepool_label_key: o.partition_label_value}
+                    if o.nodepool_label_key and o.partition_label_value
+                    else None,
+                    node_pool=o.partition_label_value or "default",
                 ),
                 evictor=Evictor(
                     kube,
@@ -151,7 +155,7 @@ class LiveProcess:
             self.leader = LeaderElector(
                 kube,
                 o.lease_namespace,
-                o.lease_name or component,
+                o.lease_name or _lease_name(component, o.partition_label_value if o.scheduler else ""),
                 identity,
                 o.lease_duration,
                 o.renew_deadline,
@@ -271,6 +275,13 @@ class LiveProcess:
             server.stop()
         self.pool.shutdown(wait=False, cancel_futures=True)
         self.bind_request_pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _lease_name(component: str, partition: str) -> str:
+    """One Lease per node pool's scheduler, so that the shards of a cluster lead side by side."""
+    if not partition:
+        return component
+    return f"{component}-{partition.lower().replace('_', '-').strip('-.')}"[:253]
 
 
 def _loopback(host: str) -> bool:

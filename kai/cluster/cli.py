@@ -65,17 +65,31 @@ def _duration(name: str, value: str, negative: bool = False) -> float:
     return seconds
 
 
-def _config(path: Path | None) -> Any:
+def _read_yaml(flag: str, path: Path) -> Any:
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as err:
+        raise _fail(f"{flag} {path}: {err}") from None
+
+
+def _config(path: Path | None, shard: Path | None = None) -> Any:
+    """The scheduler's configuration: a SchedulingShard's (when given), with the file's keys over it."""
     from kai.cycle import known_actions
     from kai.framework.config import parse_config
 
-    raw = None
-    if path is not None:
-        try:
-            raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as err:
-            raise _fail(f"--scheduler-conf {path}: {err}") from None
-    config, problems, warnings = parse_config(raw, known_actions(), f"config {path}")
+    raw = _read_yaml("--scheduler-conf", path) if path is not None else None
+    if shard is not None:
+        from kai.cluster.shard import shard_config
+
+        base, problems, notes = shard_config(_read_yaml("--scheduling-shard", shard), f"SchedulingShard {shard}")
+        for note in notes:
+            logging.getLogger("kai").warning("%s", note)
+        if problems:
+            raise _fail("; ".join(str(p) for p in problems))
+        if raw is not None and not isinstance(raw, dict):
+            raise _fail(f"--scheduler-conf {path}: must be a mapping (actions, tiers, schedulerParams, ...)")
+        raw = {**base, **(raw or {})}
+    config, problems, warnings = parse_config(raw, known_actions(), f"config {path or shard}")
     for warning in warnings:
         logging.getLogger("kai").warning("%s", warning)
     if problems:
@@ -124,6 +138,14 @@ def run(
             "--scheduler-conf", "--config", help="Scheduler configuration (KAI's format; --config: old name)."
         ),
     ] = None,
+    scheduling_shard: Annotated[
+        Path | None,
+        typer.Option(
+            "--scheduling-shard",
+            help="A SchedulingShard (kai.scheduler/v1, or its spec) that makes the configuration"
+            " (--scheduler-conf's keys override it).",
+        ),
+    ] = None,
     scheduler_name: Annotated[
         str | None, typer.Option("--scheduler-name", help="Pods with this schedulerName are ours (config's default).")
     ] = None,
@@ -150,7 +172,9 @@ def run(
     partition_label_value: Annotated[
         str,
         typer.Option(
-            "--partition-label-value", help="Schedule only nodes and PodGroups whose node-pool label has this value."
+            "--partition-label-value",
+            help="The node pool (shard): only nodes, Queues and PodGroups whose node-pool label has this value"
+            " (empty: those without the label).",
         ),
     ] = "",
     full_hierarchy_fairness: Annotated[
@@ -208,7 +232,12 @@ def run(
     from kai.cluster.app import LiveOptions
 
     _setup_logging("debug" if verbosity >= 4 else log_level)
-    cfg = _config(scheduler_conf)
+    cfg = _config(scheduler_conf, scheduling_shard)
+    if scheduling_shard is not None and not partition_label_value:  # the shard's pool, unless the flag names one
+        from kai.cluster.shard import shard_spec
+
+        spec = shard_spec(_read_yaml("--scheduling-shard", scheduling_shard)) or {}
+        partition_label_value = str(spec.get("partitionLabelValue") or "") if isinstance(spec, dict) else ""
     params = dataclasses.replace(
         cfg.params,
         full_hierarchy_fairness=full_hierarchy_fairness,

@@ -1,58 +1,99 @@
 """A scheduler's partition of the cluster (KAI's ``--nodepool-label-key`` + ``--partition-label-value``).
 
-With a partition value, the scheduler sees only the nodes and the PodGroups whose node-pool label
-has that value: a bound pod stays in view when its node does (it holds that node's resources), an
-unbound pod when its PodGroup does (a pod without one: when it carries the label itself). Queues,
-PriorityClasses and Topologies are shared by every partition. Without a value nothing is filtered.
-This is the scheduler's view only: one Deployment per partition (KAI's SchedulingShards) is not
-rendered by the chart yet.
+One scheduler runs per node pool (KAI's SchedulingShard; the Helm chart renders one Deployment per
+shard). Each sees only the nodes, Queues and PodGroups whose node-pool label has its value; the
+shard with the empty value (KAI's ``default`` shard) sees those that carry no node-pool label at
+all, so that pods, queues and nodes nobody assigned to a pool go to the default shard. A bound pod
+stays in view when its node does (it holds that node's resources), an unbound pod when its
+PodGroup does (a pod without one: when its own label matches). PriorityClasses, Topologies,
+BindRequests and the rest are shared by every partition. Without a node-pool label key nothing is
+filtered.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from kai.api import keys
+from kai.api.errors import Problem
+
+PARTITIONED = ("Node", "Queue", "PodGroup")
+"""The kinds a partition selects by their own node-pool label."""
 
 
 def _labels(obj: dict[str, Any]) -> dict[str, str]:
     return (obj.get("metadata") or {}).get("labels") or {}
 
 
+def member(labels: dict[str, str], label_key: str, value: str) -> bool:
+    """Whether an object with these labels belongs to the partition `value` (KAI's selector:
+    ``key=value``, or for the empty value ``!key``)."""
+    if not label_key:
+        return True
+    return labels.get(label_key) == value if value else label_key not in labels
+
+
 def select(objects: list[dict[str, Any]], label_key: str, value: str) -> list[dict[str, Any]]:
-    """The objects one partition sees (all of them when `value` is empty)."""
-    if not value or not label_key:
+    """The objects one partition sees (all of them when `label_key` is empty)."""
+    if not label_key:
         return objects
-    nodes = {
-        (o.get("metadata") or {}).get("name")
-        for o in objects
-        if o.get("kind") == "Node" and _labels(o).get(label_key) == value
-    }
-    groups = {
-        f"{(o.get('metadata') or {}).get('namespace')}/{(o.get('metadata') or {}).get('name')}"
-        for o in objects
-        if o.get("kind") == "PodGroup" and _labels(o).get(label_key) == value
-    }
+    nodes: set[str] = set()
+    groups: set[str] = set()
+    every_group: set[str] = set()
+    for o in objects:
+        kind = o.get("kind")
+        meta = o.get("metadata") or {}
+        if kind == "PodGroup":
+            every_group.add(f"{meta.get('namespace')}/{meta.get('name')}")
+        if kind in ("Node", "PodGroup") and member(_labels(o), label_key, value):
+            if kind == "Node":
+                nodes.add(meta.get("name"))
+            else:
+                groups.add(f"{meta.get('namespace')}/{meta.get('name')}")
     kept: list[dict[str, Any]] = []
     for obj in objects:
         kind = obj.get("kind")
+        meta = obj.get("metadata") or {}
         if kind == "Node":
-            if obj["metadata"].get("name") in nodes:
+            if meta.get("name") in nodes:
                 kept.append(obj)
         elif kind == "PodGroup":
-            meta = obj.get("metadata") or {}
             if f"{meta.get('namespace')}/{meta.get('name')}" in groups:
                 kept.append(obj)
+        elif kind == "Queue":
+            if member(_labels(obj), label_key, value):
+                kept.append(obj)
         elif kind == "Pod":
-            meta = obj.get("metadata") or {}
             node = (obj.get("spec") or {}).get("nodeName")
             if node:
                 if node in nodes:
                     kept.append(obj)
                 continue
             group = (meta.get("annotations") or {}).get(keys.POD_GROUP_ANNOTATION)
-            if (f"{meta.get('namespace')}/{group}" in groups) if group else _labels(obj).get(label_key) == value:
+            key = f"{meta.get('namespace')}/{group}"
+            # A pod whose PodGroup exists nowhere goes by its own label, so that a scheduler reports it.
+            if (key in groups) if group and key in every_group else member(_labels(obj), label_key, value):
                 kept.append(obj)
         else:
             kept.append(obj)
     return kept
+
+
+def explain(problems: list[Problem], queues: dict[str, dict[str, Any]], label_key: str, value: str) -> list[Problem]:
+    """A PodGroup naming a queue of another node pool reads "which does not exist" to the builder; say
+    why (`queues`: every Queue of the cluster, by name)."""
+    if not label_key:
+        return problems
+    out = []
+    for problem in problems:
+        if problem.field == "spec.queue" and problem.obj.startswith("PodGroup "):
+            name = next((q for q in queues if f"queue {q!r}" in problem.message), None)
+            if name is not None:
+                theirs = _labels(queues[name]).get(label_key)
+                pool = f"{label_key}={theirs}" if theirs is not None else f"no {label_key} label"
+                ours = f"{label_key}={value}" if value else f"no {label_key} label"
+                message = f"names queue {name!r}, of another node pool ({pool}; this scheduler's: {ours})"
+                problem = dataclasses.replace(problem, message=message)
+        out.append(problem)
+    return out

@@ -239,6 +239,10 @@ class Scheduler:
             queue_label_key=self.queue_label_key,
             memo=self.memo,
         )
+        if objects is not view.objects:  # a node pool's scheduler: a queue of another pool is not "missing"
+            result.problems[:] = partition.explain(
+                result.problems, view.queues, self.nodepool_label_key, self.partition_label_value
+            )
         self._last_build = (view, objects, result)
         return objects, result
 

@@ -1,7 +1,8 @@
 """Two of the scheduler's ports: the BindRequest writer and the evictor.
 
 * :class:`BindRequestWriter` turns each ``Binding`` of a cycle into a BindRequest (name = pod
-  name, owner = the pod, label ``selected-node``; ``receivedResourceType`` Regular, Fraction or
+  name, owner = the pod, label ``selected-node`` (and the partition's node-pool label, when the
+  scheduler runs for a node pool); ``receivedResourceType`` Regular, Fraction or
   MigInstance with ``receivedGPU`` and ``selectedGPUGroups``), as KAI's scheduler does, and puts
   the created object straight into the cache so that the next cycle sees the pod as Binding
   even before the watch event arrives.
@@ -80,8 +81,12 @@ class BindRequestWriter:
         events: EventRecorder,
         pool: ThreadPoolExecutor,
         in_flight: dict[str, dict[str, Any]] | None = None,
+        labels: dict[str, str] | None = None,
+        node_pool: str = "default",
     ) -> None:
         self.in_flight = in_flight
+        self.labels = labels or {}  # on every BindRequest (the shard's node-pool label)
+        self.node_pool = node_pool  # named in the Scheduled event, as KAI's ("default": the unlabelled pool)
         self.kube = kube
         self.store = store
         self.events = events
@@ -104,6 +109,7 @@ class BindRequestWriter:
             if pod is None:
                 continue
             body = bind_request_body(binding, pod, infos.get(binding.pod), memory.get(binding.node, 0))
+            body["metadata"]["labels"].update(self.labels)
             jobs.append((binding, pod, body))
         if self.in_flight is not None:
             for binding, pod, body in jobs:
@@ -137,7 +143,10 @@ class BindRequestWriter:
         self.store.put(created)
         self.created += 1
         self.events.record(
-            pod, "Normal", "Scheduled", f"Successfully assigned pod {binding.pod} to node {binding.node}"
+            pod,
+            "Normal",
+            "Scheduled",
+            f"Successfully assigned pod {binding.pod} to node {binding.node} at node-pool {self.node_pool}",
         )
         return True
 

@@ -21,7 +21,6 @@ from kai.cluster.scheduler import Scheduler
 from kai.cluster.status import StatusUpdater
 from kai.cycle import run_cycle
 from kai.framework.config import SchedulerConfig
-from kai.snapshot.builder import build_snapshot
 from tests.scenario import NOW, node, pod, podgroup, queue
 
 KINDS = {r.kind: r for r in (NODES, PODS, QUEUES, PODGROUPS, PRIORITY_CLASSES, BIND_REQUESTS, PVCS, STORAGE_CLASSES)}
@@ -99,10 +98,23 @@ class Cluster:
         assert [(b["metadata"]["name"], why) for b, why in first_sight.stale_bind_requests] == [
             (b["metadata"]["name"], why) for b, why in view.stale_bind_requests
         ]
-        scratch = build_snapshot(first_sight.objects, self.now, storage_listed=first_sight.storage_listed)
-        assert self.scheduler.last_snapshot == scratch.snapshot
-        assert report.problems == scratch.problems
-        assert report.decisions == run_cycle(scratch.snapshot, SchedulerConfig())
+        # The same loop on that cache: nothing converted before, the builder sees every object afresh.
+        ports = Ports()
+        scratch = Scheduler(
+            fresh,
+            SchedulerConfig(),
+            bind_requests=ports,
+            evictor=ports,
+            status=ports,
+            events=ports,  # type: ignore[arg-type]
+            clock=lambda: self.now,
+        )
+        from_scratch = scratch.run_once()
+        assert scratch.memo.reused == 0
+        assert scratch.last_snapshot is not None and self.scheduler.last_snapshot == scratch.last_snapshot
+        assert report.problems == from_scratch.problems
+        assert report.decisions == from_scratch.decisions
+        assert report.decisions == run_cycle(scratch.last_snapshot, SchedulerConfig())  # the offline core
         return report
 
 

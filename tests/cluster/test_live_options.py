@@ -49,20 +49,29 @@ def names(objects: list[dict[str, Any]]) -> set[str]:
     return {f"{o['kind']}/{o['metadata']['name']}" for o in objects}
 
 
-def test_a_partition_sees_its_nodes_its_pod_groups_and_the_pods_on_its_nodes() -> None:
+def queue(name: str, pool: str | None) -> dict[str, Any]:
+    labels = {POOL: pool} if pool else {}
+    return {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name, "labels": labels}}
+
+
+def test_a_partition_sees_its_nodes_queues_pod_groups_and_the_pods_on_its_nodes() -> None:
     objects = [
         node("a1", "a"),
         node("b1", "b"),
         node("plain", None),
         podgroup("ga", "a"),
         podgroup("gb", "b"),
+        podgroup("g-plain", None),
         pod("running-on-a", node_name="a1", group="gb"),  # holds a1's resources whatever its group
         pod("running-on-b", node_name="b1", group="ga"),
         pod("pending-a", group="ga"),
         pod("pending-b", group="gb"),
+        pod("pending-plain", group="g-plain"),
         pod("lone-a", labels={POOL: "a"}),
         pod("lone", labels={}),
-        {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": "q"}},
+        queue("qa", "a"),
+        queue("q-plain", None),
+        {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "train"}, "value": 50},
     ]
     assert names(partition.select(objects, POOL, "a")) == {
         "Node/a1",
@@ -70,9 +79,19 @@ def test_a_partition_sees_its_nodes_its_pod_groups_and_the_pods_on_its_nodes() -
         "Pod/running-on-a",
         "Pod/pending-a",
         "Pod/lone-a",
-        "Queue/q",
+        "Queue/qa",
+        "PriorityClass/train",  # shared by every partition
     }
-    assert partition.select(objects, POOL, "") == objects  # no value: the whole cluster
+    # The empty value is KAI's default shard: whatever carries no node-pool label.
+    assert names(partition.select(objects, POOL, "")) == {
+        "Node/plain",
+        "PodGroup/g-plain",
+        "Pod/pending-plain",
+        "Pod/lone",
+        "Queue/q-plain",
+        "PriorityClass/train",
+    }
+    assert partition.select(objects, "", "") == objects  # no node-pool label key: the whole cluster
 
 
 def test_the_queue_label_key_names_a_lone_pod_s_queue() -> None:
@@ -142,3 +161,17 @@ def test_the_rate_limiter_lets_a_burst_through_then_waits(monkeypatch: Any) -> N
     limiter.take()
     limiter.take()
     assert slept == [0.1, 0.2]  # one token per 1/qps seconds, each waiter in turn
+
+
+def test_a_pod_group_naming_another_pool_s_queue_is_told_so() -> None:
+    objects = [node("a1", "a"), podgroup("ga", "a"), queue("q", "b")]  # the PodGroup's queue is pool b's
+    seen = partition.select(objects, POOL, "a")
+    result = build_snapshot(seen, 0.0, "kai-scheduler")
+    queues = {"q": queue("q", "b")}
+    (problem,) = [p for p in partition.explain(result.problems, queues, POOL, "a") if p.field == "spec.queue"]
+    assert problem.obj == "PodGroup ns/ga"
+    assert problem.message == (
+        "names queue 'q', of another node pool (kai.scheduler/node-pool=b; this scheduler's: kai.scheduler/node-pool=a)"
+    )
+    # A queue that exists nowhere keeps the builder's message.
+    assert partition.explain(result.problems, {}, POOL, "a") == result.problems

@@ -35,6 +35,14 @@ from tests.live.scheduler_helpers import (
 
 CHART = REPO / "deploy" / "helm" / "kai-scheduler"
 HELM_VERSION = "v3.16.4"
+# As helm's own release build: its version, and the Kubernetes version `helm template` assumes
+# (a plain `go install` leaves v1.20). The chart renders without --kube-version either way.
+HELM_LDFLAGS = (
+    "-s -w"
+    f" -X helm.sh/helm/v3/internal/version.version={HELM_VERSION}"
+    " -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1"
+    " -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=34"
+)
 RELEASE_NS = "kai-scheduler"
 
 KINDS = {
@@ -76,6 +84,7 @@ KINDS = {
     ("scheduling.k8s.io/v1", "PriorityClass"): Resource(
         "PriorityClass", "scheduling.k8s.io/v1", "priorityclasses", False
     ),
+    ("kai.scheduler/v1", "SchedulingShard"): Resource("SchedulingShard", "kai.scheduler/v1", "schedulingshards", False),
 }
 
 
@@ -90,7 +99,7 @@ def helm() -> Path:
     if not binary.exists():
         target.mkdir(parents=True, exist_ok=True)
         done = subprocess.run(
-            ["go", "install", "-trimpath", "-ldflags", "-s -w", f"helm.sh/helm/v3/cmd/helm@{HELM_VERSION}"],
+            ["go", "install", "-trimpath", "-ldflags", HELM_LDFLAGS, f"helm.sh/helm/v3/cmd/helm@{HELM_VERSION}"],
             env={**os.environ, "GOBIN": str(target), "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"},
             capture_output=True,
             text=True,
@@ -105,20 +114,13 @@ def helm() -> Path:
     return binary
 
 
-def render(helm: Path, *values: str) -> list[dict[str, Any]]:
-    args = [
-        str(helm),
-        "template",
-        "kai",
-        str(CHART),
-        "--namespace",
-        RELEASE_NS,
-        "--include-crds",
-        "--kube-version",
-        "1.34.4",
-    ]
+def render(helm: Path, *values: str, namespace: str = RELEASE_NS, json_values: tuple[str, ...] = ()) -> list[dict]:
+    """`helm template` as a user runs it: no --kube-version (the chart asks for none)."""
+    args = [str(helm), "template", "kai", str(CHART), "--namespace", namespace, "--include-crds"]
     for value in values:
         args += ["--set", value]
+    for value in json_values:
+        args += ["--set-json", value]
     done = subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     return [d for d in yaml.safe_load_all(done.stdout) if d]
@@ -157,23 +159,27 @@ def test_helm_template_is_accepted_by_the_api_server(helm: Path, live_cluster: L
         docs = render(helm, *values)
         kinds = {(d["kind"], d["metadata"]["name"]) for d in docs}
         for needed in (
-            ("Deployment", "kai-scheduler"),
+            ("Namespace", RELEASE_NS),  # the release namespace is the chart's
+            ("Deployment", "kai-scheduler-default"),  # KAI's name: <schedulerName>-<shard>
             ("Deployment", "kai-binder"),
             ("ClusterRole", "kai-scheduler"),
             ("ClusterRole", "kai-binder"),
-            ("ConfigMap", "kai-scheduler-config"),
+            ("ConfigMap", "kai-scheduler-default"),
+            ("SchedulingShard", "default"),
             ("Role", "kai-binder-reservations"),
         ):
             assert needed in kinds, needed
         for doc in docs:
             accepted = apply(kube, doc, dry_run=True)
             assert accepted["metadata"]["name"] == doc["metadata"]["name"]
-        config = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "kai-scheduler-config")
+        config = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "kai-scheduler-default")
         parsed = yaml.safe_load(config["data"]["config.yaml"])
         assert parsed["schedulerParams"]["schedulerName"] == "kai-scheduler"
-        args = next(d for d in docs if d["metadata"]["name"] == "kai-scheduler" and d["kind"] == "Deployment")
+        assert yaml.safe_load(config["data"]["shard.yaml"])["spec"]["partitionLabelValue"] == ""
+        args = next(d for d in docs if d["metadata"]["name"] == "kai-scheduler-default" and d["kind"] == "Deployment")
         argv = args["spec"]["template"]["spec"]["containers"][0]["args"]
         assert argv[:2] == ["run", "--no-binder"]
+        assert "--scheduling-shard=/etc/kai/shard.yaml" in argv and "--partition-label-value=" in argv
 
 
 def _as(live: LiveCluster, account: str) -> Kube:
@@ -248,7 +254,7 @@ def test_the_chart_s_defaults_are_secure(helm: Path) -> None:
     docs = render(helm)
     deployments = [d for d in docs if d["kind"] == "Deployment"]
     assert {d["metadata"]["name"] for d in deployments} == {
-        "kai-scheduler",
+        "kai-scheduler-default",
         "kai-binder",
         "kai-podgrouper",
         "kai-admission",
@@ -319,3 +325,162 @@ def test_the_binder_may_write_only_pod_owned_configmaps(helm: Path, live_cluster
         for name in ("users-own", "owner-shared-gpu-0"):
             with contextlib.suppress(ApiError):
                 admin.delete(CONFIGMAPS.path(namespace, name))
+
+
+def _deployment(docs: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    return next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == name)
+
+
+def _args(docs: list[dict[str, Any]], name: str) -> list[str]:
+    return _deployment(docs, name)["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+def test_kai_s_chart_values_render_the_same_objects(helm: Path) -> None:
+    """Values of KAI's chart, set the way a KAI user sets them, mean the same here."""
+    docs = render(
+        helm,
+        "global.registry=registry.example.com/ml",
+        "global.tag=1.2.3",
+        "global.imagePullPolicy=Always",
+        "operator.replicaCount=2",
+        "global.requireDefaultPodAntiAffinityTerm=true",
+        "podgrouper.queueLabelKey=example.com/queue",
+        "binder.ports.metricsPort=9090",
+        "scheduler.ports.metricsPort=9091",
+        "admission.ports.webhookPort=9444",
+        "scheduler.placementStrategy=spread",
+        "defaultQueue.parentName=top",
+        "defaultQueue.childResources.gpu.quota=4",
+        json_values=(
+            'global.imagePullSecrets=["regcred"]',
+            'global.tolerations=[{"key":"gpu","operator":"Exists","effect":"NoSchedule"}]',
+            'binder.resourceReservationPodResources={"requests":{"cpu":"1m"}}',
+            'scheduler.actions=["allocate","reclaim"]',
+        ),
+    )
+    for d in (d for d in docs if d["kind"] == "Deployment"):
+        spec = d["spec"]["template"]["spec"]
+        container = spec["containers"][0]
+        assert container["image"] == "registry.example.com/ml/kai:1.2.3", d["metadata"]["name"]
+        assert container["imagePullPolicy"] == "Always"
+        assert d["spec"]["replicas"] == 2
+        assert spec["imagePullSecrets"] == [{"name": "regcred"}]
+        assert spec["tolerations"] == [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]
+        (term,) = spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert term["topologyKey"] == "kubernetes.io/hostname"
+        assert term["labelSelector"]["matchLabels"] == {"app": d["spec"]["selector"]["matchLabels"]["app"]}
+    assert "--queue-label-key=example.com/queue" in _args(docs, "kai-podgrouper")
+    assert "--queue-label-key=example.com/queue" in _args(docs, "kai-scheduler-default")
+    binder = _args(docs, "kai-binder")
+    assert "--metrics-bind-address=:9090" in binder
+    assert '--resource-reservation-pod-resources={"requests":{"cpu":"1m"}}' in binder
+    assert "--listen-address=:9091" in _args(docs, "kai-scheduler-default")
+    assert "--port=9444" in _args(docs, "kai-admission")
+    config = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "kai-scheduler-default")
+    assert yaml.safe_load(config["data"]["config.yaml"])["actions"] == "allocate, reclaim"
+    shard = yaml.safe_load(config["data"]["shard.yaml"])["spec"]
+    assert shard["placementStrategy"] == {"gpu": "spread", "cpu": "spread"}
+    queues = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Queue"}
+    assert set(queues) == {"top", "default-queue"}
+    assert queues["default-queue"]["spec"]["parentQueue"] == "top"
+    assert queues["default-queue"]["spec"]["resources"]["gpu"] == {"quota": 4, "limit": -1, "overQuotaWeight": 1}
+
+
+def test_one_scheduler_per_shard(helm: Path) -> None:
+    docs = render(
+        helm, "shards.gpu-pool.partitionLabelValue=gpu-pool", "shards.gpu-pool.args.max-consolidation-preemptees=4"
+    )
+    shards = {d["metadata"]["name"]: d["spec"] for d in docs if d["kind"] == "SchedulingShard"}
+    assert shards == {"default": {"partitionLabelValue": ""}, "gpu-pool": shards["gpu-pool"]}
+    assert shards["gpu-pool"]["args"] == {"max-consolidation-preemptees": "4"}  # strings, as the CRD's type
+    schedulers = {d["metadata"]["name"] for d in docs if d["kind"] == "Deployment"} - {
+        "kai-binder",
+        "kai-podgrouper",
+        "kai-admission",
+    }
+    assert schedulers == {"kai-scheduler-default", "kai-scheduler-gpu-pool"}
+    pool = _args(docs, "kai-scheduler-gpu-pool")
+    assert "--partition-label-value=gpu-pool" in pool
+    assert pool[-1] == "--max-consolidation-preemptees=4"  # after the chart's own flags: it wins
+    selectors = [_deployment(docs, n)["spec"]["selector"]["matchLabels"] for n in sorted(schedulers)]
+    assert selectors[0] != selectors[1]  # each Deployment owns only its pods
+    services = {d["metadata"]["name"] for d in docs if d["kind"] == "Service"}
+    assert {"kai-scheduler-default", "kai-scheduler-gpu-pool"} <= services
+
+
+def _render_live(helm: Path, live: LiveCluster, namespace: str, tmp: Path) -> tuple[list[dict[str, Any]], str]:
+    """`helm template --dry-run=server`: the chart's lookups see the live cluster (as at install). NOTES
+    are rendered too, from a copy of the chart where NOTES.txt is an ordinary template."""
+    chart = tmp / "chart"
+    shutil.copytree(CHART, chart)
+    shutil.copy(chart / "templates" / "NOTES.txt", chart / "notes.txt")
+    (chart / "templates" / "zz-notes.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes}\n"
+        'data:\n  notes: {{ tpl (.Files.Get "notes.txt") . | quote }}\n'
+    )
+    args = [str(helm), "template", "kai", str(chart), "--namespace", namespace, "--dry-run=server"]
+    # helm install sees the cluster's API versions (kai's CRDs among them); helm template, its own
+    # unless told.
+    args += ["--kubeconfig", str(live.kubeconfig)]
+    for served in ("apiregistration.k8s.io/v1", "kai.scheduler/v1/Config", "kai.scheduler/v1/SchedulingShard"):
+        args += ["--api-versions", served]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    docs = [d for d in yaml.safe_load_all(done.stdout) if d]
+    notes = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "notes")
+    return [d for d in docs if d is not notes], notes["data"]["notes"]
+
+
+CONFIGS = Resource("Config", "kai.scheduler/v1", "configs", False)
+SHARDS = Resource("SchedulingShard", "kai.scheduler/v1", "schedulingshards", False)
+
+
+def test_a_kai_install_s_config_and_shards_carry_over(
+    helm: Path, live_cluster: LiveCluster, namespace: str, tmp_path: Path
+) -> None:
+    """KAI's kai-config and SchedulingShards, left in the cluster by a KAI install, configure the chart;
+    the Config fields kai does not read are named in NOTES."""
+    kube = Kube.from_kubeconfig(str(live_cluster.kubeconfig))
+    config = {
+        "apiVersion": "kai.scheduler/v1",
+        "kind": "Config",
+        "metadata": {"name": "kai-config"},
+        "spec": {
+            "namespace": namespace,
+            "global": {"schedulerName": "team-scheduler", "replicaCount": 3, "openshift": False},
+            "binder": {"maxConcurrentReconciles": 42, "resourceReservation": {"appLabel": "reserved"}},
+            "admission": {"gpuSharing": True, "gpuPodRuntimeClassName": ""},
+            "podGrouper": {"args": {"gangScheduleKnative": False}},
+            "queueController": {"metricsNamespace": "kai"},
+        },
+    }
+    shard = {
+        "apiVersion": "kai.scheduler/v1",
+        "kind": "SchedulingShard",
+        "metadata": {"name": "big-pool"},
+        "spec": {"partitionLabelValue": "big", "placementStrategy": {"gpu": "spread"}, "goMemLimitRatio": 0.8},
+    }
+    kube.post(CONFIGS.path(), config)
+    kube.post(SHARDS.path(), shard)
+    try:
+        docs, notes = _render_live(helm, live_cluster, namespace, tmp_path)
+    finally:
+        for path in (CONFIGS.path(name="kai-config"), SHARDS.path(name="big-pool")):
+            with contextlib.suppress(ApiError):
+                kube.delete(path)
+    deployments = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
+    assert {"team-scheduler-default", "team-scheduler-big-pool", "kai-binder"} <= set(deployments)
+    # Against a cluster the release namespace is helm's (--create-namespace), not the chart's.
+    assert not [d for d in docs if d["kind"] == "Namespace" and d["metadata"]["name"] == namespace]
+    assert all(d["spec"]["replicas"] == 3 for d in deployments.values())
+    assert "--partition-label-value=big" in _args(docs, "team-scheduler-big-pool")
+    binder = _args(docs, "kai-binder")
+    assert "--max-concurrent-reconciles=42" in binder and "--resource-reservation-app-label=reserved" in binder
+    admission = _args(docs, "kai-admission")
+    assert "--gpu-sharing" in admission and "--gpu-runtime-class=" in admission
+    assert "--no-gang-schedule-knative" in _args(docs, "kai-podgrouper")
+    # The shard made elsewhere is not taken over (nor rendered), its scheduler is.
+    assert {d["metadata"]["name"] for d in docs if d["kind"] == "SchedulingShard"} == {"default"}
+    assert "spec.queueController" in notes and "spec.global.openshift" in notes
+    assert "SchedulingShard big-pool: spec.goMemLimitRatio" in notes
+    assert "spec.binder.maxConcurrentReconciles" not in notes

@@ -134,14 +134,17 @@ def test_kai_style_arguments_parse_and_take_effect(live_cluster: LiveCluster, na
 
 
 def test_a_partition_schedules_only_its_nodes_and_pod_groups(live_cluster: LiveCluster, namespace: str) -> None:
-    """--nodepool-label-key + --partition-label-value: the scheduler sees the labelled nodes and PodGroups."""
+    """--nodepool-label-key + --partition-label-value: the scheduler sees the labelled nodes, queues and
+    PodGroups."""
     from kai.cluster.kube import Kube
     from tests.live.scheduler_helpers import podgroup, scheduler
 
     kube = Kube.from_kubeconfig(str(live_cluster.kubeconfig))
     name = unique_scheduler_name()
     q = f"q-{name}"
-    create(kube, queue(q))
+    pool_queue = queue(q)
+    pool_queue["metadata"]["labels"] = {"example.com/pool": "x"}  # a partition sees only its own queues
+    create(kube, pool_queue)
     live_cluster.delete_nodes()
     (inside,) = live_cluster.create_gpu_nodes(1, gpus=4, labels={"example.com/pool": "x"}, name_prefix="px")
     live_cluster.create_gpu_nodes(1, gpus=4, name_prefix="py")
