@@ -17,6 +17,16 @@ KAI's BindRequest rules:
 * the Dynamic Resource Allocation kinds (DeviceClass, ResourceSlice, ResourceClaim,
   ResourceClaimTemplate) are watched when the API server serves ``resource.k8s.io/v1``.
 
+The scheduler's cache also watches Namespaces, PersistentVolumeClaims, PersistentVolumes and
+StorageClasses (``STORAGE_KINDS``): with them the snapshot lists every claim there is
+(``watches_storage``), so a pod naming a missing claim is unschedulable with a reason.
+
+Incremental: the stores hand over the same dict for an object until it changes, and the view
+keeps the Binding copy of a pod while neither the pod nor its BindRequest changes, so the
+builder's :class:`~kai.snapshot.builder.ConversionMemo` converts each object once per change.
+When no store and no in-flight BindRequest changed since the last view, :meth:`view` returns
+that view itself (``CacheView.signature`` says what it was taken from).
+
 The cache also keeps an index of pods by node (the binder's fit check reads it).
 """
 
@@ -33,11 +43,15 @@ from kai.cluster.kube import (
     BIND_REQUESTS,
     DRA_API,
     DRA_KINDS,
+    NAMESPACES,
     NODES,
     PODGROUPS,
     PODS,
     PRIORITY_CLASSES,
+    PVCS,
+    PVS,
     QUEUES,
+    STORAGE_CLASSES,
     TOPOLOGIES,
     ApiError,
     Kube,
@@ -47,7 +61,10 @@ from kai.cluster.kube import (
 from kai.cluster.reflector import DELETED, Reflector, Store, wait_all_synced
 
 RESERVATION_NAMESPACE = "kai-resource-reservation"
-SCHEDULER_KINDS = (NODES, PODS, QUEUES, PODGROUPS, PRIORITY_CLASSES, BIND_REQUESTS, TOPOLOGIES, *DRA_KINDS)
+STORAGE_KINDS = (NAMESPACES, PVCS, PVS, STORAGE_CLASSES)
+SCHEDULER_KINDS = (
+    NODES, PODS, QUEUES, PODGROUPS, PRIORITY_CLASSES, BIND_REQUESTS, TOPOLOGIES, *DRA_KINDS, *STORAGE_KINDS
+)
 BINDER_KINDS = (NODES, PODS, BIND_REQUESTS)
 
 
@@ -113,6 +130,8 @@ class CacheView:
     bind_requests: dict[str, dict[str, Any]]
     binding: dict[str, str] = field(default_factory=dict)  # pod key -> node, for pods in Binding state
     stale_bind_requests: list[tuple[dict[str, Any], str]] = field(default_factory=list)  # (BR, why)
+    storage_listed: bool = False  # `objects` hold every PersistentVolumeClaim (the cache watches them)
+    signature: tuple[Any, ...] = ()  # the store versions and in-flight requests the view was taken from
 
 
 class ClusterCache:
@@ -130,6 +149,11 @@ class ClusterCache:
         kinds = list(kinds)
         if any(k in DRA_KINDS for k in kinds) and not serves_dra(kube):
             kinds = [k for k in kinds if k not in DRA_KINDS]  # no DRA API: no claims to read
+        self._last_view: CacheView | None = None
+        # pod key -> (pod, BindRequest, the pod as Binding): kept while neither changes.
+        self._binding_copies: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {}
+        # id(BindRequest) -> (it, its pod, node exists, pod key, why stale): see view().
+        self._judged: dict[int, tuple[dict[str, Any], dict[str, Any] | None, bool, str, str | None]] = {}
         for resource in kinds:
             handler = self._index_pod if resource is PODS else None
             r = Reflector(kube, resource, on_event=handler, watch_timeout=watch_timeout, name=resource.plural)
@@ -155,6 +179,11 @@ class ClusterCache:
 
     def store(self, resource: Resource) -> Store:
         return self.stores[resource.kind]
+
+    @property
+    def watches_storage(self) -> bool:
+        """The cache lists every PersistentVolumeClaim (and the volumes, classes and namespaces)."""
+        return all(r.kind in self.stores for r in STORAGE_KINDS)
 
     # -- pods by node ---------------------------------------------------------------------------
     def _index_pod(self, event_type: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
@@ -185,7 +214,39 @@ class ClusterCache:
         self._index_pod("MODIFIED", copy, pod)
 
     # -- the per-cycle view ---------------------------------------------------------------------
+    @staticmethod
+    def _judge(
+        br: dict[str, Any], pods: dict[str, dict[str, Any]], nodes: dict[str, dict[str, Any]]
+    ) -> tuple[dict[str, Any], dict[str, Any] | None, bool, str, str | None]:
+        """(br, its pod, its node exists, pod key, why it is stale or None). A deleted request has no pod key."""
+        spec = br.get("spec") or {}
+        node_exists = spec.get("selectedNode") in nodes
+        if (br.get("metadata") or {}).get("deletionTimestamp"):
+            return br, None, node_exists, "", None
+        namespace = (br.get("metadata") or {}).get("namespace") or ""
+        pod_key = f"{namespace}/{spec.get('podName')}"
+        pod = pods.get(pod_key)
+        uid = owner_uid(br)
+        why: str | None = None
+        if pod is None or (uid and (pod.get("metadata") or {}).get("uid") != uid):
+            why = "its pod is gone"
+        elif bind_request_failed(br):
+            why = f"binding failed: {(br.get('status') or {}).get('reason', '')}"
+        elif not node_exists:
+            why = f"node {spec.get('selectedNode')!r} is gone"
+        return br, pod, node_exists, pod_key, why
+
+    def signature(self) -> tuple[Any, ...]:
+        """What a view depends on: every store's change count and the in-flight BindRequests."""
+        versions = tuple(store.version for store in self.stores.values())
+        return versions, tuple((key, id(body)) for key, body in list(self.in_flight.items()))
+
     def view(self) -> CacheView:
+        signature = self.signature()  # before the items: a change that lands meanwhile shows next time
+        last = self._last_view
+        if last is not None and last.signature == signature:
+            return last
+
         def items(resource: Resource) -> dict[str, dict[str, Any]]:
             store = self.stores.get(resource.kind)
             return store.items() if store is not None else {}
@@ -197,36 +258,58 @@ class ClusterCache:
         objects.extend(podgroups.values())
         objects.extend(items(PRIORITY_CLASSES).values())
         objects.extend(items(TOPOLOGIES).values())
-        for resource in DRA_KINDS:
+        for resource in (*DRA_KINDS, *STORAGE_KINDS):
             objects.extend(items(resource).values())
         view = CacheView([], pods, podgroups, queues, nodes, brs)
+        view.storage_listed = self.watches_storage
+        view.signature = signature
         live_br: dict[str, dict[str, Any]] = {}
+        judged = self._judged
+        kept_judged: dict[int, tuple[dict[str, Any], dict[str, Any] | None, bool, str, str | None]] = {}
         for br in brs.values():
-            if (br.get("metadata") or {}).get("deletionTimestamp"):
-                continue
-            spec = br.get("spec") or {}
-            namespace = (br.get("metadata") or {}).get("namespace") or ""
-            pod_key = f"{namespace}/{spec.get('podName')}"
-            pod = pods.get(pod_key)
-            uid = owner_uid(br)
-            if pod is None or (uid and (pod.get("metadata") or {}).get("uid") != uid):
-                view.stale_bind_requests.append((br, "its pod is gone"))
-            elif bind_request_failed(br):
-                view.stale_bind_requests.append((br, f"binding failed: {(br.get('status') or {}).get('reason', '')}"))
-            elif spec.get("selectedNode") not in nodes:
-                view.stale_bind_requests.append((br, f"node {spec.get('selectedNode')!r} is gone"))
+            # What a BindRequest is depends only on it, its pod and whether its node exists: judged once
+            # while none of the three changes.
+            entry = judged.get(id(br))
+            if entry is not None and entry[0] is br and pods.get(entry[3]) is entry[1]:
+                spec = br.get("spec") or {}
+                if (spec.get("selectedNode") in nodes) is not entry[2]:
+                    entry = None
             else:
-                live_br[pod_key] = br
-        for key, pod in pods.items():
-            if key.startswith(RESERVATION_NAMESPACE + "/"):
+                entry = None
+            if entry is None:
+                entry = self._judge(br, pods, nodes)
+            kept_judged[id(br)] = entry
+            why, pod_key = entry[4], entry[3]
+            if why is None:
+                if pod_key:
+                    live_br[pod_key] = br
+            else:
+                view.stale_bind_requests.append((br, why))
+        self._judged = kept_judged
+        # Pods with a request and no node yet are Binding: each is handed over as its Binding copy.
+        in_flight = dict(self.in_flight)
+        copies = self._binding_copies
+        kept_copies: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {}
+        reserved = RESERVATION_NAMESPACE + "/"
+        for key in {**in_flight, **live_br}:
+            pod = pods.get(key)
+            if pod is None or key.startswith(reserved) or (pod.get("spec") or {}).get("nodeName"):
                 continue
-            br = live_br.get(key) or self.in_flight.get(key)
-            spec = pod.get("spec") or {}
-            if br is not None and not spec.get("nodeName"):
-                phase = (pod.get("status") or {}).get("phase")
-                if phase not in ("Succeeded", "Failed"):
-                    view.binding[key] = str((br.get("spec") or {}).get("selectedNode"))
-                    pod = as_binding(pod, br)
-            objects.append(pod)
+            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            br = live_br.get(key) or in_flight[key]
+            view.binding[key] = str((br.get("spec") or {}).get("selectedNode"))
+            kept = copies.get(key)
+            if kept is None or kept[0] is not pod or kept[1] is not br:
+                kept = (pod, br, as_binding(pod, br))
+            kept_copies[key] = kept
+        if kept_copies:
+            objects.extend(
+                kept_copies[k][2] if k in kept_copies else p for k, p in pods.items() if not k.startswith(reserved)
+            )
+        else:
+            objects.extend(p for k, p in pods.items() if not k.startswith(reserved))
+        self._binding_copies = kept_copies
         view.objects = objects
+        self._last_view = view
         return view

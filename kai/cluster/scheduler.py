@@ -8,7 +8,10 @@ One cycle (:meth:`Scheduler.run_once`):
    uses; objects it rejects are logged (once per problem) and get a warning event, and the
    cycle goes on without them; objects that use a feature kai has not built (the snapshot's
    ``unsupported``) are logged, counted (``kai_unsupported_feature_uses_total``) and get a warning
-   event, once each;
+   event, once each. Incrementally: the builder's ``ConversionMemo`` converts each pod and node
+   once per change of its object, and when the cache's view is the very one of the last cycle
+   (nothing changed), the last build is reused with the new ``now`` (the builder reads ``now``
+   for nothing else), so such a cycle builds nothing;
 4. ``run_cycle(snapshot, config, run_step)`` — the core, timed per step through ``run_step``;
 5. hand the decisions to the ports: :class:`~kai.cluster.writers.BindRequestWriter`,
    :class:`~kai.cluster.writers.Evictor`, :class:`~kai.cluster.status.StatusUpdater`.
@@ -21,6 +24,7 @@ loader refuses a snapshot with any bad object; live, bad objects are only left o
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import threading
@@ -37,13 +41,13 @@ from kai.cluster import partition
 from kai.cluster.cache import CacheView, ClusterCache
 from kai.cluster.events import EventRecorder
 from kai.cluster.metrics import Metrics
-from kai.cluster.status import queue_usage
+from kai.cluster.status import GroupUsages, queue_usage
 from kai.cluster.usagedb import usage_source
 from kai.cycle import run_cycle
 from kai.framework.config import SchedulerConfig
 from kai.framework.decisions import Binding, Decisions, Eviction
 from kai.model import CPU, GPU, MEMORY, ClusterSnapshot, UnsupportedUse
-from kai.snapshot.builder import build_snapshot
+from kai.snapshot.builder import BuildResult, ConversionMemo, build_snapshot
 from kai.usage import UsageTracker, snapshot_capacity
 
 log = logging.getLogger("kai.cluster.scheduler")
@@ -97,6 +101,8 @@ class CycleReport:
     evicted: list[Eviction] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     plugins: dict[str, float] = field(default_factory=dict)  # plugin -> seconds of its OnSessionOpen
+    cpu: float = 0.0  # CPU seconds the cycle's thread spent on it
+    steps_cpu: dict[str, float] = field(default_factory=dict)  # the same per step (+ "status": status and metrics)
 
 
 class Scheduler:
@@ -137,6 +143,7 @@ class Scheduler:
         self.cycles = 0
         self.last_input: CycleInput | None = None
         self.last_report: CycleReport | None = None
+        self.last_snapshot: ClusterSnapshot | None = None
         self.last_loop = time.monotonic()
         self._known_problems: set[Problem] = set()
         self._known_unsupported: set[UnsupportedUse] = set()
@@ -144,6 +151,10 @@ class Scheduler:
             if metrics is not None:
                 metrics.unsupported.labels(f"plugin/{name}").inc()
         self._stop = threading.Event()
+        # The incremental snapshot: conversions kept between cycles, and the last view and its build.
+        self.memo = ConversionMemo()
+        self.usages = GroupUsages()  # pod group usage for the queue gauges, kept while a group is unchanged
+        self._last_build: tuple[CacheView, list[dict[str, Any]], BuildResult] | None = None
         # Time-based fair share (usageDBConfig set): usage from Prometheus, or the scheduler's own record.
         self.usage = usage_source(
             config.usage_db, metrics_namespace=metrics.namespace if metrics is not None else "kai", metrics=metrics
@@ -151,19 +162,15 @@ class Scheduler:
 
     # -- one cycle --------------------------------------------------------------------------------
     def run_once(self) -> CycleReport:
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.thread_time()
         now = self.clock()
         view = self.cache.view()
         if view.stale_bind_requests:
             self.bind_requests.delete_stale(view.stale_bind_requests)
-        objects = partition.select(view.objects, self.nodepool_label_key, self.partition_label_value)
-        result = build_snapshot(objects, now, self.config.params.scheduler_name, queue_label_key=self.queue_label_key)
-        if objects is not view.objects:  # a node pool's scheduler: a queue of another pool is not "missing"
-            result.problems[:] = partition.explain(
-                result.problems, view.queues, self.nodepool_label_key, self.partition_label_value
-            )
+        objects, result = self._build(view, now)
         self._report_problems(result.problems, view)
         snapshot = result.snapshot
+        self.last_snapshot = snapshot
         self._report_unsupported(snapshot.unsupported, view)
         if self.usage is not None:
             self.usage.observe(snapshot)
@@ -173,13 +180,15 @@ class Scheduler:
                 self.metrics.usage_query.observe((time.perf_counter() - t_usage) * 1000)
         self.last_input = CycleInput(now, _accepted(objects, result.problems))
         steps: dict[str, float] = {}
+        steps_cpu: dict[str, float] = {"snapshot": time.thread_time() - cpu_started}
 
         def run_step(name: str, step: Callable[[], None]) -> None:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             try:
                 step()
             finally:
                 steps[name] = time.perf_counter() - t0
+                steps_cpu[name] = time.thread_time() - c0
 
         plugins: dict[str, float] = {}
 
@@ -192,23 +201,50 @@ class Scheduler:
 
         steps["snapshot"] = time.perf_counter() - started
         decisions = run_cycle(snapshot, self.config, run_step, plugin_step)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         evicted = (
             self.evictor.evict(decisions.evictions, view.pods, view.podgroups, snapshot) if decisions.evictions else []
         )
         bound = self.bind_requests.write(decisions.bindings, view.pods, snapshot) if decisions.bindings else []
         steps["apply"] = time.perf_counter() - t0
+        c1 = time.thread_time()
+        steps_cpu["apply"] = c1 - c0
         self.status.update(decisions, snapshot, view.pods, view.podgroups, view.queues)
         seconds = time.perf_counter() - started
         self.cycles += 1
         report = CycleReport(self.cycles, now, seconds, steps, decisions, bound, evicted, result.problems, plugins)
+        report.steps_cpu = steps_cpu
         self.last_report = report
         self._observe(report, snapshot, view)
+        report.cpu = time.thread_time() - cpu_started
+        steps_cpu["status"] = time.thread_time() - c1
         if self.record_dir is not None and self.record_every and self.cycles % self.record_every == 0:
             self.record(self.record_dir)
         if self.on_cycle is not None:
             self.on_cycle(report)
         return report
+
+    def _build(self, view: CacheView, now: float) -> tuple[list[dict[str, Any]], BuildResult]:
+        """The cycle's snapshot from the view: the last one again (at `now`) when the view is the same."""
+        last = self._last_build
+        if last is not None and last[0] is view:
+            _, objects, built = last
+            return objects, BuildResult(dataclasses.replace(built.snapshot, now=now), built.problems)
+        objects = partition.select(view.objects, self.nodepool_label_key, self.partition_label_value)
+        result = build_snapshot(
+            objects,
+            now,
+            self.config.params.scheduler_name,
+            storage_listed=view.storage_listed,
+            queue_label_key=self.queue_label_key,
+            memo=self.memo,
+        )
+        if objects is not view.objects:  # a node pool's scheduler: a queue of another pool is not "missing"
+            result.problems[:] = partition.explain(
+                result.problems, view.queues, self.nodepool_label_key, self.partition_label_value
+            )
+        self._last_build = (view, objects, result)
+        return objects, result
 
     def record(self, folder: Path) -> Path | None:
         """Write the last cycle's input as `snapshot-<cycle>.yaml` (+ its decisions as JSON)."""
@@ -263,10 +299,11 @@ class Scheduler:
         for name, seconds in report.plugins.items():
             m.plugin.labels(name, "OnSessionOpen").set(seconds * 1000)
         m.pods_scheduled.inc(len(report.bound))
-        created = {p.key: p.creation for pg in snapshot.podgroups.values() for p in pg.pods}
-        for b in report.bound:
-            if created.get(b.pod):
-                m.task_scheduling.observe(max(0.0, report.now - created[b.pod]) * 1000)
+        if report.bound:
+            created = {p.key: p.creation for pg in snapshot.podgroups.values() for p in pg.pods}
+            for b in report.bound:
+                if created.get(b.pod):
+                    m.task_scheduling.observe(max(0.0, report.now - created[b.pod]) * 1000)
         counters = {
             "scheduled": m.podgroups_scheduled,
             "acted_on": m.podgroups_acted_on,
@@ -282,16 +319,16 @@ class Scheduler:
             m.evictions.labels(e.action).inc()
         for name, q in report.decisions.queues.items():
             m.queue(name, q.fair_share, q.allocated)
-        self._observe_queues(m, snapshot, report.decisions)
+        self._observe_queues(m, snapshot, report.decisions, self.usages)
 
     @staticmethod
-    def _observe_queues(m: Metrics, snapshot: ClusterSnapshot, decisions: Decisions) -> None:
+    def _observe_queues(m: Metrics, snapshot: ClusterSnapshot, decisions: Decisions, usages: GroupUsages) -> None:
         """KAI's queue-controller gauges: the spec's quotas and the rolled-up allocation (as Queue status)."""
 
         def cores(millicores: float) -> float:
             return millicores if millicores == -1 else millicores / 1000
 
-        for name, use in queue_usage(snapshot, decisions).items():
+        for name, use in queue_usage(snapshot, decisions, usages).items():
             spec = snapshot.queues[name].resources
             m.queue_info.labels(name).set(1)
             m.queue_deserved_gpus.labels(name).set(spec[GPU].quota)
@@ -300,6 +337,7 @@ class Scheduler:
             m.queue_allocated_gpus.labels(name).set(use.allocated.gpu)
             m.queue_allocated_cpu.labels(name).set(use.allocated.cpu / 1000)
             m.queue_allocated_memory.labels(name).set(use.allocated.memory)
+        usages.finish()
         capacity = snapshot_capacity(snapshot)
         m.cluster_capacity.labels("nvidia_com_gpu").set(capacity[GPU])
         m.cluster_capacity.labels("cpu").set(capacity[CPU] / 1000)

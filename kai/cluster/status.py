@@ -40,6 +40,7 @@ from kai.model import ALIVE, CPU, GPU, ClusterSnapshot, PodStatus, Resources
 log = logging.getLogger("kai.cluster.status")
 
 NODE_POOL = "default"
+_ABSENT = object()  # a key a decision map does not have
 BOUND = frozenset({PodStatus.RUNNING, PodStatus.RELEASING})
 
 
@@ -112,6 +113,30 @@ def usage(pg: Any, bound: set[str], evicted: set[str]) -> GroupUsage:
     return use
 
 
+class GroupUsages:
+    """:func:`usage` per pod group, kept from one cycle to the next while the group holds the very same
+    pod objects (the incremental snapshot shares a pod's PodInfo until its object changes) and none of
+    them is bound or evicted by the cycle: a steady group costs an identity check, not a sum."""
+
+    def __init__(self) -> None:
+        self._kept: dict[str, tuple[tuple[Any, ...], GroupUsage]] = {}
+        self._seen: dict[str, tuple[tuple[Any, ...], GroupUsage]] = {}
+
+    def __call__(self, pg: Any, bound: set[str], evicted: set[str]) -> GroupUsage:
+        pods = tuple(pg.pods)
+        if (bound or evicted) and any(p.key in bound or p.key in evicted for p in pods):
+            return usage(pg, bound, evicted)
+        entry = self._seen.get(pg.key) or self._kept.get(pg.key)
+        if entry is None or len(entry[0]) != len(pods) or any(a is not b for a, b in zip(entry[0], pods, strict=True)):
+            entry = (pods, usage(pg, bound, evicted))
+        self._seen[pg.key] = entry
+        return entry[1]
+
+    def finish(self) -> None:
+        """End of a cycle: keep only the groups it saw."""
+        self._kept, self._seen = self._seen, {}
+
+
 @dataclass(slots=True)
 class QueueUsage:
     """KAI's queue controller's view of a queue: its children, and its pod groups' resources summed up
@@ -123,13 +148,17 @@ class QueueUsage:
     allocated_non_preemptible: Resources = field(default_factory=Resources)
 
 
-def queue_usage(snapshot: ClusterSnapshot, decisions: Decisions) -> dict[str, QueueUsage]:
+def queue_usage(
+    snapshot: ClusterSnapshot,
+    decisions: Decisions,
+    usage_of: Callable[[Any, set[str], set[str]], GroupUsage] = usage,
+) -> dict[str, QueueUsage]:
     """Every queue of the snapshot with its rolled-up pod group resources after the cycle's decisions."""
     bound = {b.pod for b in decisions.bindings}
     evicted = {e.pod for e in decisions.evictions}
     out = {name: QueueUsage(sorted(q.children)) for name, q in snapshot.queues.items()}
     for pg in snapshot.podgroups.values():
-        use = usage(pg, bound, evicted)
+        use = usage_of(pg, bound, evicted)
         name, seen = pg.queue, set()
         while name in out and name not in seen:  # the leaf, then each ancestor
             seen.add(name)
@@ -161,6 +190,11 @@ class StatusUpdater:
         self.writes = 0
         self.skipped = 0
         self._transition = 0
+        self.usages = GroupUsages()
+        # Pod groups whose status and annotations needed no write last cycle, with what that was decided
+        # from: the same raw object, usage and outcome again need no write again (nothing is compared).
+        self._clean: dict[str, tuple[Any, ...]] = {}
+        self._clean_seen: dict[str, tuple[Any, ...]] = {}
 
     # -- the cycle's entry point ----------------------------------------------------------------
     def update(
@@ -195,7 +229,7 @@ class StatusUpdater:
                 reasons = condition_reasons(causes, reason, text)
                 self._podgroup(key, pg, raw_pg, decisions, bound, evicted, text, reasons, now)
         self._refused_podgroups(snapshot, pods, podgroups, queues, now)
-        for name, use in queue_usage(snapshot, decisions).items():
+        for name, use in queue_usage(snapshot, decisions, self.usages).items():
             raw_queue = queues.get(name)
             if raw_queue is None:
                 continue
@@ -209,6 +243,8 @@ class StatusUpdater:
             if report is not None:
                 desired["fairShare"] = queue_quantities(report.fair_share)
             self._write_status(f"Queue {name}", QUEUES.path(name=name, sub="status"), raw_queue, desired)
+        self.usages.finish()
+        self._clean, self._clean_seen = self._clean_seen, {}
 
     # -- pods -----------------------------------------------------------------------------------
     def _pod_condition(self, raw: dict[str, Any], message: str, now: str) -> None:
@@ -253,10 +289,23 @@ class StatusUpdater:
         reasons: list[dict[str, Any]],
         now: str,
     ) -> None:
-        use = usage(pg, bound, evicted)
+        use = self.usages(pg, bound, evicted)
+        outcome = decisions.jobs.get(key)
+        inputs = (
+            outcome,
+            message,
+            reasons,
+            pg.min_member,
+            pg.preemptible,
+            decisions.last_start.get(key, _ABSENT),
+            decisions.stale_since.get(key, _ABSENT),
+        )
+        clean = self._clean.get(key)
+        if clean is not None and clean[0] is raw and clean[1] is use and clean[2] == inputs:
+            self._clean_seen[key] = clean
+            return
         requested, allocated = use.requested, use.allocated
         running, pending, succeeded, failed = use.running, use.pending, use.succeeded, use.failed
-        outcome = decisions.jobs.get(key)
         desired: dict[str, Any] = {
             "phase": "Running" if running and running >= pg.min_member else (outcome.status if outcome else "Pending"),
             "running": running,
@@ -275,7 +324,7 @@ class StatusUpdater:
             desired["schedulingConditions"] = scheduling_conditions(old_conditions, message, reasons, now)
         elif old_conditions and running:
             desired["schedulingConditions"] = []
-        self._write_status(
+        written = self._write_status(
             f"PodGroup {key}",
             PODGROUPS.path(raw["metadata"]["namespace"], raw["metadata"]["name"], "status"),
             raw,
@@ -292,6 +341,8 @@ class StatusUpdater:
             value = format_time(moment) if moment is not None else None
             if have.get(keys.STALE_TIMESTAMP_ANNOTATION) != value:
                 annotations[keys.STALE_TIMESTAMP_ANNOTATION] = value
+        if not written and not annotations:
+            self._clean_seen[key] = (raw, use, inputs)
         if annotations:
             meta = raw["metadata"]
             self._submit(
@@ -334,7 +385,8 @@ class StatusUpdater:
         self._write_status(f"PodGroup {key}", PODGROUPS.path(meta["namespace"], meta["name"], "status"), raw, desired)
 
     # -- plumbing -------------------------------------------------------------------------------
-    def _write_status(self, key: str, path: str, raw: dict[str, Any], desired: dict[str, Any]) -> None:
+    def _write_status(self, key: str, path: str, raw: dict[str, Any], desired: dict[str, Any]) -> bool:
+        """Write `desired` unless the object says it already; False when there was nothing to write."""
         current = raw.get("status") or {}
         if all(_same(current.get(k), v) for k, v in desired.items()):
             # Nothing to write. Forget what was last written rather than remember `desired`: the cache may
@@ -343,9 +395,10 @@ class StatusUpdater:
             with self._lock:
                 if key not in self._in_flight:
                     self._written.pop(key, None)
-            return
+            return False
         patch = _with_removals(current, desired)
         self._submit(key, desired, lambda: self.kube.patch(path, {"status": patch}))
+        return True
 
     def _submit(self, key: str, memo: Any, write: Callable[[], Any]) -> None:
         with self._lock:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gc
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,6 +124,40 @@ class BuildResult:
     problems: list[Problem] = field(default_factory=list)
 
 
+class ConversionMemo:
+    """Per-object conversions kept from one build to the next, for a source that never mutates an
+    object it hands over (the live cache replaces an object's dict on every change): a Pod, Node or
+    PodGroup dict given again, the very same dict, is not converted again, and the problems and
+    warnings its conversion gave are repeated (a PodGroup's only while its queue and priority read
+    the same). What each build does not see again is forgotten at its end.
+
+    The converted PodInfo and NodeInfo are shared by the snapshots of successive builds, so their
+    users must not change them (the session works on clones of the pods); each build gets its own
+    PodGroupInfo (the pods are attached to it)."""
+
+    def __init__(self) -> None:
+        self._kept: dict[int, tuple[dict[str, Any], Any, list[Problem], list[str]]] = {}
+        self._seen: dict[int, tuple[dict[str, Any], Any, list[Problem], list[str]]] = {}
+        self.converted = 0  # conversions done (misses), for tests and metrics
+        self.reused = 0
+
+    def get(self, obj: dict[str, Any]) -> tuple[dict[str, Any], Any, list[Problem], list[str]] | None:
+        entry = self._kept.get(id(obj))
+        if entry is None or entry[0] is not obj:
+            return None
+        self._seen[id(obj)] = entry
+        self.reused += 1
+        return entry
+
+    def put(self, obj: dict[str, Any], value: Any, problems: list[Problem], warnings: list[str]) -> None:
+        self._seen[id(obj)] = (obj, value, problems, warnings)
+        self.converted += 1
+
+    def finish(self) -> None:
+        """End of a build: keep only what it saw."""
+        self._kept, self._seen = self._seen, {}
+
+
 def _group(api_version: str) -> str:
     return api_version.split("/", 1)[0] if "/" in api_version else ""
 
@@ -144,8 +178,10 @@ class SnapshotBuilder:
         scheduler_name: str = keys.SCHEDULER_NAME,
         storage_listed: bool = False,
         queue_label_key: str = keys.QUEUE_LABEL,
+        memo: ConversionMemo | None = None,
     ) -> None:
         self.now = now
+        self.memo = memo
         self.scheduler_name = scheduler_name
         self.storage_listed = storage_listed
         self.queue_label_key = queue_label_key  # KAI's --queue-label-key: names a lone pod's queue
@@ -182,6 +218,21 @@ class SnapshotBuilder:
     def _problem(self, kind: str, obj: dict[str, Any], fld: str, message: str) -> None:
         self.problems.append(Problem(_describe(kind, obj), fld, message))
 
+    def _converted(self, obj: dict[str, Any], convert: Callable[[dict[str, Any]], Any]) -> Any:
+        """`convert(obj)`, or what it gave for this very object in an earlier build (with the memo)."""
+        memo = self.memo
+        if memo is None:
+            return convert(obj)
+        entry = memo.get(obj)
+        if entry is not None:
+            self.problems.extend(entry[2])
+            self.warnings.extend(entry[3])
+            return entry[1]
+        problems, warnings = len(self.problems), len(self.warnings)
+        value = convert(obj)
+        memo.put(obj, value, self.problems[problems:], self.warnings[warnings:])
+        return value
+
     # -- build --------------------------------------------------------------------------------
     def build(self) -> BuildResult:
         priorities = dict(keys.DEFAULT_PRIORITY_CLASSES)
@@ -206,6 +257,8 @@ class SnapshotBuilder:
         self._namespaces_and_storage(snapshot)
         self._podgroups_and_pods(snapshot)
         snapshot.warnings = self.warnings + unsupported_warnings(snapshot.unsupported)
+        if self.memo is not None:
+            self.memo.finish()
         return BuildResult(snapshot, self.problems)
 
     # -- nodes --------------------------------------------------------------------------------
@@ -216,46 +269,52 @@ class SnapshotBuilder:
             if name in nodes:
                 self._problem("Node", obj, "metadata.name", "is defined twice")
                 continue
-            spec, status = obj.get("spec") or {}, obj.get("status") or {}
-            labels = {str(k): str(v) for k, v in (obj["metadata"].get("labels") or {}).items()}
-            allocatable = self._resource_list("Node", obj, "status.allocatable", status.get("allocatable"))
-            if allocatable is None:
-                continue
-            if PODS not in allocatable.amounts:
-                allocatable.amounts[PODS] = 110.0
-            taints = tuple(
-                Taint(str(t.get("key", "")), str(t.get("value", "")), str(t.get("effect", "NoSchedule")))
-                for t in spec.get("taints") or []
-                if isinstance(t, dict)
-            )
-            ready = True
-            for cond in status.get("conditions") or []:
-                ctype, cstatus = cond.get("type"), str(cond.get("status"))
-                if (ctype == "Ready" and cstatus != "True") or (ctype in PRESSURE_CONDITIONS and cstatus == "True"):
-                    ready = False
-            gpu_memory = 0
-            if keys.GPU_MEMORY_NODE_LABEL in labels:
-                try:
-                    gpu_memory = int(float(labels[keys.GPU_MEMORY_NODE_LABEL]))
-                except ValueError:
-                    self._problem(
-                        "Node",
-                        obj,
-                        f"metadata.labels[{keys.GPU_MEMORY_NODE_LABEL}]",
-                        f"must be a number of MiB, got {labels[keys.GPU_MEMORY_NODE_LABEL]!r}",
-                    )
-                    continue
-            nodes[name] = NodeInfo(
-                name=name,
-                allocatable=allocatable,
-                labels=labels,
-                taints=taints,
-                unschedulable=bool(spec.get("unschedulable")),
-                ready=ready,
-                gpu_memory_mib=gpu_memory,
-                gpu_product=labels.get(keys.GPU_PRODUCT_NODE_LABEL, ""),
-            )
+            node = self._converted(obj, self._node)
+            if node is not None:
+                nodes[name] = node
         return [nodes[n] for n in sorted(nodes)]
+
+    def _node(self, obj: dict[str, Any]) -> NodeInfo | None:
+        name = obj["metadata"]["name"]
+        spec, status = obj.get("spec") or {}, obj.get("status") or {}
+        labels = {str(k): str(v) for k, v in (obj["metadata"].get("labels") or {}).items()}
+        allocatable = self._resource_list("Node", obj, "status.allocatable", status.get("allocatable"))
+        if allocatable is None:
+            return None
+        if PODS not in allocatable.amounts:
+            allocatable.amounts[PODS] = 110.0
+        taints = tuple(
+            Taint(str(t.get("key", "")), str(t.get("value", "")), str(t.get("effect", "NoSchedule")))
+            for t in spec.get("taints") or []
+            if isinstance(t, dict)
+        )
+        ready = True
+        for cond in status.get("conditions") or []:
+            ctype, cstatus = cond.get("type"), str(cond.get("status"))
+            if (ctype == "Ready" and cstatus != "True") or (ctype in PRESSURE_CONDITIONS and cstatus == "True"):
+                ready = False
+        gpu_memory = 0
+        if keys.GPU_MEMORY_NODE_LABEL in labels:
+            try:
+                gpu_memory = int(float(labels[keys.GPU_MEMORY_NODE_LABEL]))
+            except ValueError:
+                self._problem(
+                    "Node",
+                    obj,
+                    f"metadata.labels[{keys.GPU_MEMORY_NODE_LABEL}]",
+                    f"must be a number of MiB, got {labels[keys.GPU_MEMORY_NODE_LABEL]!r}",
+                )
+                return None
+        return NodeInfo(
+            name=name,
+            allocatable=allocatable,
+            labels=labels,
+            taints=taints,
+            unschedulable=bool(spec.get("unschedulable")),
+            ready=ready,
+            gpu_memory_mib=gpu_memory,
+            gpu_product=labels.get(keys.GPU_PRODUCT_NODE_LABEL, ""),
+        )
 
     def _resource_list(self, kind: str, obj: dict[str, Any], where: str, value: Any) -> Resources | None:
         if value is None:
@@ -506,7 +565,7 @@ class SnapshotBuilder:
     def _podgroups_and_pods(self, snapshot: ClusterSnapshot) -> None:
         groups: dict[str, PodGroupInfo] = {}
         for obj in self.by_kind["PodGroup"]:
-            group = self._podgroup(obj, snapshot.queues)
+            group = self._podgroup_of(obj, snapshot.queues)
             if group is None:
                 continue
             if group.key in groups:
@@ -517,7 +576,7 @@ class SnapshotBuilder:
         node_names = {n.name for n in snapshot.nodes}
         seen: set[str] = set()
         for obj in self.by_kind["Pod"]:
-            pod = self._pod(obj)
+            pod = self._converted(obj, self._pod)
             if pod is None:
                 continue
             if pod.key in seen:
@@ -528,10 +587,34 @@ class SnapshotBuilder:
                 self.warnings.append(f"Pod {pod.key}: spec.nodeName {pod.node!r} is not a node of the snapshot")
             self.dra.attach(obj, pod)
             if pod.scheduler_name != self.scheduler_name:
-                snapshot.foreign_pods.append(pod)
+                # The session writes the GPU groups it finds for a foreign shared-GPU pod on the pod itself.
+                snapshot.foreign_pods.append(pod.clone() if self.memo is not None else pod)
                 continue
             self._attach(obj, pod, groups, snapshot.queues)
         snapshot.podgroups = {k: groups[k] for k in sorted(groups)}
+
+    def _podgroup_of(self, obj: dict[str, Any], queues: dict[str, QueueInfo]) -> PodGroupInfo | None:
+        """`_podgroup`, or (with the memo) a fresh copy of what it gave for this very object when its queue
+        and priority read the same. A group of KAI's default queue is converted each time (its check may
+        add the default queues to the snapshot)."""
+        if self.memo is None:
+            return self._podgroup(obj, queues)
+        spec = obj.get("spec") or {}
+        queue_name = str(spec.get("queue") or keys.DEFAULT_QUEUE)
+        if queue_name == keys.DEFAULT_QUEUE:
+            return self._podgroup(obj, queues)
+        queue = queues.get(queue_name)
+        context = (queue is not None and queue.is_leaf, self._priority(str(spec.get("priorityClassName") or "")))
+        entry = self.memo.get(obj)
+        if entry is not None and entry[1][0] == context:
+            self.problems.extend(entry[2])
+            self.warnings.extend(entry[3])
+            return entry[1][1].clone() if entry[1][1] is not None else None
+        problems, warnings = len(self.problems), len(self.warnings)
+        group = self._podgroup(obj, queues)
+        template = group.clone() if group is not None else None  # no pods yet: each build attaches its own
+        self.memo.put(obj, (context, template), self.problems[problems:], self.warnings[warnings:])
+        return group
 
     def _attach(
         self, obj: dict[str, Any], pod: PodInfo, groups: dict[str, PodGroupInfo], queues: dict[str, QueueInfo]
@@ -1032,10 +1115,12 @@ def build_snapshot(
     *,
     storage_listed: bool = False,
     queue_label_key: str = keys.QUEUE_LABEL,
+    memo: ConversionMemo | None = None,
 ) -> BuildResult:
     """`storage_listed`: the objects include every PersistentVolumeClaim there is (a snapshot file);
-    False for a source that does not read volumes, where claims are then not checked."""
-    builder = SnapshotBuilder(now, scheduler_name, storage_listed, queue_label_key)
+    False for a source that does not read volumes, where claims are then not checked. `memo`: reuse
+    the conversions of earlier builds for the very same Pod and Node dicts (see ConversionMemo)."""
+    builder = SnapshotBuilder(now, scheduler_name, storage_listed, queue_label_key, memo)
     collecting = gc.isenabled()
     gc.disable()  # tens of thousands of new objects, none cyclic: spare the collector's rescans
     try:

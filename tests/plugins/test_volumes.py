@@ -149,7 +149,7 @@ def test_volume_kinds_the_api_server_rejects_are_refused_naming_the_field() -> N
 
 
 def test_a_source_that_does_not_list_claims_checks_none() -> None:
-    """The live scheduler does not watch claims yet: its snapshots say so, and claims are not checked."""
+    """A source that does not read claims (storage_listed False) says so, and claims are then not checked."""
     from kai.cycle import run_cycle
     from kai.framework.config import SchedulerConfig
     from kai.snapshot.builder import build_snapshot
