@@ -15,8 +15,18 @@ import copy
 from typing import Any
 
 from kai.api.timeutil import parse_time
-from kai.cluster.cache import ClusterCache
-from kai.cluster.kube import BIND_REQUESTS, NODES, PODGROUPS, PODS, PRIORITY_CLASSES, PVCS, QUEUES, STORAGE_CLASSES
+from kai.cluster.cache import SCHEDULER_KINDS, ClusterCache
+from kai.cluster.kube import (
+    BIND_REQUESTS,
+    DRA_KINDS,
+    NODES,
+    PODGROUPS,
+    PODS,
+    PRIORITY_CLASSES,
+    PVCS,
+    QUEUES,
+    STORAGE_CLASSES,
+)
 from kai.cluster.scheduler import Scheduler
 from kai.cluster.status import StatusUpdater
 from kai.cycle import run_cycle
@@ -49,11 +59,14 @@ class Ports:
         return True
 
 
+# No API server to ask whether it serves resource.k8s.io: the scheduler's kinds without DRA's.
+KINDS = [k for k in SCHEDULER_KINDS if k not in DRA_KINDS]
+
 class Cluster:
     """A ClusterCache whose reflectors are not started: the test delivers the watch events."""
 
     def __init__(self) -> None:
-        self.cache = ClusterCache(None)  # type: ignore[arg-type]  # never started: no API server
+        self.cache = ClusterCache(None, KINDS)  # type: ignore[arg-type]  # never started: no API server
         self.version = 0
         self.now = parse_time(NOW)
         self.ports = Ports()
@@ -88,7 +101,7 @@ class Cluster:
         """One live cycle, checked against the offline core on copies of the very objects it saw."""
         report = self.scheduler.run_once()
         view = self.cache.view()  # nothing changed since the cycle: the view it used
-        fresh = ClusterCache(None)  # type: ignore[arg-type]  # sees the same objects for the first time
+        fresh = ClusterCache(None, KINDS)  # type: ignore[arg-type]  # sees the same objects for the first time
         for kind, store in self.cache.stores.items():
             for obj in store.list():
                 fresh.stores[kind].put(copy.deepcopy(obj))
