@@ -44,6 +44,15 @@ from kai.model import ACTIVE, ALLOCATED, PodGroupInfo, PodInfo, PodStatus, SubGr
 __all__ = ["Chunk", "Scenario", "Signatures", "run_evicting_action", "stand_in", "task_gpus", "tasks_to_evict"]
 
 
+def _gang_whole(job: PodGroupInfo) -> bool:
+    """Whether every leaf of the job runs none of its pods or at least its minMember."""
+    for sub in job.leaves:
+        active = sum(1 for p in sub.pods if p.status in ACTIVE)
+        if 0 < active < sub.min_member:
+            return False
+    return True
+
+
 @dataclass(slots=True)
 class Scenario:
     """What a validator judges: the preemptor's placed tasks and the victims evicted for them."""
@@ -366,9 +375,14 @@ class Solver:
             moved = [t for c in group for t in c.tasks if t.status is PodStatus.RELEASING]
             if not ssn.check_job_capacity(group[0].job, moved).ok:
                 continue
-            for chunk in sorted(group, key=lambda c: ssn.task_key(c.tasks[0])):
-                if self._place_victim(chunk):
-                    replaced.update(t.key for t in chunk.tasks)
+            cp = self.stmt.checkpoint()
+            placed = [c for c in sorted(group, key=lambda c: ssn.task_key(c.tasks[0])) if self._place_victim(c)]
+            if not _gang_whole(group[0].job):
+                # An extra placed again while the rest of its gang stays evicted would run the gang
+                # below its minMember: the job's victims stay evicted together.
+                self.stmt.rollback(cp)
+                placed = []
+            replaced.update(t.key for c in placed for t in c.tasks)
         returned: set[str] = set()
         nodes = ssn.nodes
         for chunk in chunks:

@@ -436,3 +436,19 @@ def test_pods_sharing_a_gpu_are_reclaimed_together_to_free_it_whole() -> None:
     result = run(objects, rounds=2, config=ONLY_RECLAIM)
     assert evictions(result) == {"ns/f2": ("reclaim", "ns/w"), "ns/f3": ("reclaim", "ns/w")}
     assert status(result, "ns/w") == "Running"
+
+
+def test_an_elastic_gang_that_must_shrink_below_its_min_member_is_reclaimed_whole() -> None:
+    # One 4-GPU node. Queue a runs j0 (1 GPU) and j2 (3 pods of 1 GPU, minMember 2); queue c waits with
+    # j3 (2 GPUs). Quotas 0, weights 1: fair shares a = 2, c = 2; a holds 4 > 2, so c may reclaim 2.
+    # Victim order in a: the newest job first, j2: its one extra pod (1 GPU) is not enough, so the rest
+    # of the gang goes too (3 GPUs freed). j3 takes 2; the one GPU left could hold j2's extra pod again,
+    # but alone it would run j2 below its minMember of 2: j2 stays evicted whole, j0 keeps running.
+    objects = [node("n0", gpus=4), gq("a", 0), gq("c", 0)]
+    objects += job("j0", "a", nodes="n0", age=100)
+    objects += job("j2", "a", nodes="n0", size=3, min_member=2, age=50)
+    objects += job("j3", "c", gpus=2, age=1)
+    result = run(objects, config=ONLY_RECLAIM)
+    assert evictions(result) == {f"ns/j2-{i}": ("reclaim", "ns/j3") for i in range(3)}
+    assert status(result, "ns/j0") == "Running"
+    assert placed(result) == {"ns/j3": "n0"}
