@@ -45,6 +45,8 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from kai.model import CPU, GPU, MEMORY
+
 MS_BUCKETS = tuple(5.0 * 2**i for i in range(10))
 # controller-runtime's reconcile_time_seconds buckets
 RECONCILE_BUCKETS = (
@@ -280,12 +282,15 @@ class Metrics:
             self.reconcile_errors.labels(BINDER_CONTROLLER).inc()
         self.reconcile_time.labels(BINDER_CONTROLLER).observe(seconds)
 
-    def queue(self, name: str, fair_share: dict[str, float], allocated: dict[str, float]) -> None:
-        """Per-queue gauges from a QueueReport (gpu devices, cpu millicores, memory MB)."""
+    def queue(self, name: str, fair_share: dict[str, float], usage: dict[str, float]) -> None:
+        """Per-queue gauges: the fair share from a QueueReport (gpu devices, cpu millicores, memory MB), and
+        the queue's usage as time-based fair share reads it (KAI: "units depend on UsageDB configuration":
+        the usage database's value, a share of the cluster's capacity; 0 without a usage database)."""
         scale = {"cpu": 1e-3, "memory": 1e-3, "gpu": 1.0}  # -> cores, GB, devices
         for res, factor in scale.items():
             self.fair_share[res].labels(name).set(fair_share.get(res, 0.0) * factor)
-            self.usage[res].labels(name).set(allocated.get(res, 0.0) * factor)
+        for res, key in (("gpu", GPU), ("cpu", CPU), ("memory", MEMORY)):
+            self.usage[res].labels(name).set(usage.get(key, 0.0))
 
     def render(self) -> bytes:
         return generate_latest(self.registry) + "".join(c.render() for c in self.go_counters).encode()

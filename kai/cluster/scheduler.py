@@ -318,7 +318,7 @@ class Scheduler:
         for e in report.evicted:
             m.evictions.labels(e.action).inc()
         for name, q in report.decisions.queues.items():
-            m.queue(name, q.fair_share, q.allocated)
+            m.queue(name, q.fair_share, snapshot.queue_usage.get(name, {}))
         self._observe_queues(m, snapshot, report.decisions, self.usages)
 
     @staticmethod
