@@ -46,11 +46,7 @@ __all__ = ["Chunk", "Scenario", "Signatures", "run_evicting_action", "stand_in",
 
 def _gang_whole(job: PodGroupInfo) -> bool:
     """Whether every leaf of the job runs none of its pods or at least its minMember."""
-    for sub in job.leaves:
-        active = sum(1 for p in sub.pods if p.status in ACTIVE)
-        if 0 < active < sub.min_member:
-            return False
-    return True
+    return all(not 0 < sub.active() < sub.min_member for sub in job.leaves)
 
 
 @dataclass(slots=True)
