@@ -145,6 +145,24 @@ class NamedFit:
     fn: NodeFit
 
 
+class Descending:
+    """Inverts the order of a key, so that a min-heap or an ascending sort puts the largest first
+    (victim order: the last job in job order, the newest queue name)."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: Any) -> None:
+        self.key = key
+
+    def __lt__(self, other: Descending) -> bool:
+        return self.key > other.key
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Descending) and self.key == other.key
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 @dataclass(slots=True, frozen=True)
 class VictimQueueOrder:
     """Which queue gives up a victim first (kai.framework.victimpool). `vector(pod)` is what a pod counts

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from kai.framework.session import Session, VictimQueueOrder
+from kai.framework.session import Descending, Session, VictimQueueOrder
 from kai.model import ACTIVE, GPU, PodGroupInfo, PodInfo, PodStatus
 
 # The rule that makes a job a candidate victim at all (preemptible, with allocated pods, ...).
@@ -49,23 +49,6 @@ class Chunk:
     rows: list[int]  # node row of each task (-1: not on a known node)
     groups: list[tuple[str, ...]] = field(default_factory=list)  # GPU groups each task held
     gpus: list[float] = field(default_factory=list)  # GPUs each task counts as (task_gpus)
-
-
-class _Reverse:
-    """Inverts a sort key, so that a min-heap pops the *last* job in job order first."""
-
-    __slots__ = ("key",)
-
-    def __init__(self, key: tuple[Any, ...]) -> None:
-        self.key = key
-
-    def __lt__(self, other: _Reverse) -> bool:
-        return self.key > other.key
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Reverse) and self.key == other.key
-
-    __hash__ = None  # type: ignore[assignment]
 
 
 def tasks_to_evict(ssn: Session, job: PodGroupInfo, gone: set[int]) -> tuple[list[PodInfo], bool]:
@@ -230,7 +213,7 @@ class VictimPool:
 
 
 # A job that came back after giving up an elastic pod: (its new key reversed, sequence, job).
-_Comeback = tuple[_Reverse, int, PodGroupInfo]
+_Comeback = tuple[Descending, int, PodGroupInfo]
 # Per VictimQueueOrder hook: each pod's vector, and their sum.
 _Vectors = tuple[list[list[tuple[float, ...]]], list[tuple[float, ...]]]
 # What a job gives up first: (tasks, extra, node rows, per-hook pod vectors, per-hook sums, GPUs per task).
@@ -470,7 +453,7 @@ class VictimPicker:
         if extra:
             # An elastic extra went: the rest of the job comes back, ranked as it now is.
             key = self.pool.sort_key(job, self.claimed)
-            heapq.heappush(self.back[leaf], (_Reverse(key), next(self.seq), job))
+            heapq.heappush(self.back[leaf], (Descending(key), next(self.seq), job))
         self.changed = leaf
         for name in path:
             self.queue_keys.pop(name, None)

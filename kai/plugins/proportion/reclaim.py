@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kai.framework.session import Session, VictimQueueOrder
+from kai.framework.session import Descending, Session, VictimQueueOrder
 from kai.framework.status import SUCCESS, Status, unschedulable
 from kai.model import PodGroupInfo, PodInfo, QueueInfo
 from kai.plugins.proportion.fairshare import UNLIMITED
@@ -22,23 +22,6 @@ if TYPE_CHECKING:
 
 EPS = 1e-9
 NAMES = ("GPUs", "CPU", "memory")
-
-
-class _Descending:
-    """Sorts strings last-first (the newest-name tie break of the victim queue order)."""
-
-    __slots__ = ("text",)
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def __lt__(self, other: _Descending) -> bool:
-        return self.text > other.text
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Descending) and self.text == other.text
-
-    __hash__ = None  # type: ignore[assignment]
 
 
 def _drs(ag: float, ac: float, am: float, sg: float, sc: float, sm: float) -> float:
@@ -199,7 +182,7 @@ class ReclaimRules:
                 attrs.fair_share.tolist(),
                 attrs.deserved.tolist(),
                 queue.priority * 2,
-                (tuple(-c for c in share), -queue.creation, _Descending(queue.name)),
+                (tuple(-c for c in share), -queue.creation, Descending(queue.name)),
             )
         attrs, (sg, sc, sm), (fg, fc, fm), (dg, dc, dm), priority, tail = consts
         ag, ac, am = attrs.allocated.tolist()
