@@ -108,6 +108,7 @@ class TopologyPlugin:
         self.trees: dict[str, DomainTree | None] = {}
         if any(_constrained(job) for job in ssn.jobs.values()):
             ssn.hooks.subset_nodes.append(self.subset_nodes)
+            ssn.hooks.placement_possible.append(self.placement_possible)
 
     # -- domains --------------------------------------------------------------------------------
     def tree(self, name: str) -> DomainTree | None:
@@ -151,6 +152,41 @@ class TopologyPlugin:
                 scores = _preferred_scores(tree, preferred, room, mask)
             out.append(NodeSubset(mask, scores, f"topology domain {tree.domain_name(depth, index)}"))
         return out
+
+    # -- the PlacementPossible hook ----------------------------------------------------------------
+    def placement_possible(self, job: PodGroupInfo, tasks: list[PodInfo], free: np.ndarray) -> bool:
+        """A necessary condition of `subset_nodes`, vectorised over domains: every (sub-)group set with
+        a constraint needs a domain of its relevant levels with room for its tasks in `free`, counted
+        over every usable node of the topology. The hook's own candidate nodes are a subset of those
+        (it also applies the predicates, the parent's set and the domains of active pods) and its free
+        room is at most `free`, and room only grows with nodes and free resources: when no domain has
+        room here, `subset_nodes` finds no candidate for the set, and the placement fails."""
+        if not tasks or not _constrained(job):
+            return True
+        sets = [(job.topology, tasks)]
+        if len(job.subgroups) > 1:
+            chains = {leaf: _ancestry(job, leaf) for leaf in {t.subgroup for t in tasks}}
+            for sub in job.subgroups.values():
+                if sub.topology is not None and sub.topology.topology:
+                    sets.append((sub.topology, [t for t in tasks if sub.name in chains[t.subgroup]]))
+        for constraint, mine in sets:
+            if constraint is None or not constraint.topology or not mine:
+                continue
+            tree = self.tree(constraint.topology)
+            if tree is None:
+                continue  # the placement reports the missing topology
+            levels = self._relevant_depths(tree, constraint, "")
+            if isinstance(levels, Status):
+                continue
+            base = tree.member & self.ssn.nodes.usable
+            vectors = [self.ssn.vector(t) for t in mine]
+            total = np.sum(vectors, axis=0)
+            columns = np.flatnonzero(total > EPS)
+            per_node, mixed = _pods_per_node(free, vectors, columns, base)
+            batch = _Batch(free, total, columns, per_node, mixed, len(mine))
+            if not any(_room(tree, depth, base, batch).fits.any() for depth in levels):
+                return False
+        return True
 
     def _relevant_depths(self, tree: DomainTree, constraint: TopologyConstraint, who: str) -> list[int] | Status:
         """Levels whose domains may be candidates, lowest first."""
@@ -266,6 +302,16 @@ def _constrained(job: PodGroupInfo) -> bool:
     if job.topology is not None and job.topology.topology:
         return True
     return any(s.topology is not None and s.topology.topology for s in job.subgroups.values())
+
+
+def _ancestry(job: PodGroupInfo, leaf: str) -> set[str]:
+    """The names of a leaf sub-group and of every sub-group above it."""
+    names: set[str] = set()
+    current = job.subgroups.get(leaf)
+    while current is not None and current.name not in names:
+        names.add(current.name)
+        current = job.subgroups.get(current.parent) if current.parent else None
+    return names
 
 
 def _set_pods(request: SubsetRequest) -> list[PodInfo]:
