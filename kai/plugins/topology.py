@@ -52,6 +52,8 @@ class DomainTree:
     member: np.ndarray  # bool per node: has every level label
     ids: list[np.ndarray] = field(default_factory=list)  # per level: domain index per node, -1 outside
     names: list[list[str]] = field(default_factory=list)  # per level: domain IDs by index
+    ranks: list[np.ndarray] = field(default_factory=list)  # per level: each domain's place in name order
+    root_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # 0 on members, else -1
 
     @staticmethod
     def build(info: TopologyInfo, labels: list[dict[str, str]]) -> DomainTree:
@@ -69,6 +71,10 @@ class DomainTree:
                 ids[row] = index.setdefault(keys[row], len(index))
             tree.ids.append(ids)
             tree.names.append(list(index))
+            ranks = np.empty(len(index), dtype=np.int64)
+            ranks[sorted(range(len(index)), key=tree.names[-1].__getitem__)] = np.arange(len(index))
+            tree.ranks.append(ranks)
+        tree.root_ids = np.where(member, 0, -1)
         return tree
 
     def depth(self, level: str) -> int | None:
@@ -79,9 +85,11 @@ class DomainTree:
 
     def domain_ids(self, depth: int) -> np.ndarray:
         """Domain index per node at a depth; the root is domain 0 for every member node."""
-        if depth == ROOT:
-            return np.where(self.member, 0, -1)
-        return self.ids[depth]
+        return self.root_ids if depth == ROOT else self.ids[depth]
+
+    def domain_ranks(self, depth: int) -> np.ndarray:
+        """Each domain's place in the order of domain IDs (the tie break of domain order)."""
+        return np.zeros(1, dtype=np.int64) if depth == ROOT else self.ranks[depth]
 
     def domain_name(self, depth: int, index: int) -> str:
         return ROOT_NAME if depth == ROOT else self.names[depth][index]
@@ -106,6 +114,7 @@ class TopologyPlugin:
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
         self.trees: dict[str, DomainTree | None] = {}
+        self.member_levels: dict[tuple[str, str, str], _MemberLevels | None] = {}
         if any(_constrained(job) for job in ssn.jobs.values()):
             ssn.hooks.subset_nodes.append(self.subset_nodes)
             ssn.hooks.placement_possible.append(self.placement_possible)
@@ -172,21 +181,26 @@ class TopologyPlugin:
         for constraint, mine in sets:
             if constraint is None or not constraint.topology or not mine:
                 continue
-            tree = self.tree(constraint.topology)
-            if tree is None:
-                continue  # the placement reports the missing topology
-            levels = self._relevant_depths(tree, constraint, "")
-            if isinstance(levels, Status):
-                continue
-            base = tree.member & self.ssn.nodes.usable
-            vectors = [self.ssn.vector(t) for t in mine]
-            total = np.sum(vectors, axis=0)
-            columns = np.flatnonzero(total > EPS)
-            per_node, mixed = _pods_per_node(free, vectors, columns, base)
-            batch = _Batch(free, total, columns, per_node, mixed, len(mine))
-            if not any(_room(tree, depth, base, batch).fits.any() for depth in levels):
+            levels = self._levels_over_members(constraint)
+            if levels is not None and not _room_somewhere(levels, [self.ssn.vector(t) for t in mine], free):
                 return False
         return True
+
+    def _levels_over_members(self, constraint: TopologyConstraint) -> _MemberLevels | None:
+        """The constraint's relevant levels as domain indices over the usable member nodes (cached;
+        None when the placement itself reports the constraint as broken)."""
+        key = (constraint.topology, constraint.required_level, constraint.preferred_level)
+        if key not in self.member_levels:
+            tree = self.tree(constraint.topology)
+            depths = None if tree is None else self._relevant_depths(tree, constraint, "")
+            if tree is None or isinstance(depths, Status):
+                self.member_levels[key] = None
+            else:
+                base = tree.member & self.ssn.nodes.usable
+                rows = None if base.all() else np.flatnonzero(base)
+                ids = [tree.domain_ids(d) if rows is None else tree.domain_ids(d)[rows] for d in depths]
+                self.member_levels[key] = _MemberLevels(rows, ids, [tree.domain_count(d) for d in depths])
+        return self.member_levels[key]
 
     def _relevant_depths(self, tree: DomainTree, constraint: TopologyConstraint, who: str) -> list[int] | Status:
         """Levels whose domains may be candidates, lowest first."""
@@ -243,15 +257,19 @@ class TopologyPlugin:
         for depth in depths:
             room = rooms[depth]
             fitting = np.flatnonzero(room.fits)
-            order = sorted(fitting, key=lambda i: (-room.ratio[i], tree.domain_name(depth, int(i))))
+            if fitting.size == 0:
+                continue
+            # Fullest first (largest ratio), ties by domain ID.
+            order = fitting[np.lexsort((tree.domain_ranks(depth)[fitting], -room.ratio[fitting]))]
             ids = tree.domain_ids(depth)
-            for index in order:
+            masks = (ids == order[:, None]) & base  # one row per domain, in order
+            firsts = np.argmax(masks, axis=1)
+            for i, index in enumerate(order.tolist()):
                 count = int(room.nodes[index])
                 if any(ids[row] == index for row in added.get(count, ())):
                     continue  # the same nodes as a lower candidate
-                mask = base & (ids == index)
-                out.append((depth, int(index), mask))
-                added.setdefault(count, []).append(int(np.argmax(mask)))
+                out.append((depth, index, masks[i]))
+                added.setdefault(count, []).append(int(firsts[i]))
         return out
 
     def _failure(
@@ -347,12 +365,18 @@ def _room(tree: DomainTree, depth: int, base: np.ndarray, batch: _Batch) -> _Roo
     nodes = np.bincount(ids, minlength=size)
     pods = np.bincount(ids, weights=batch.per_node[base], minlength=size)
     fits = (pods >= batch.count) & (nodes > 0)
-    ratio = np.zeros(size)
-    for col in batch.columns:
-        dom_free = np.bincount(ids, weights=batch.free[base, col], minlength=size)
-        ratio = np.maximum(ratio, np.where(dom_free > EPS, batch.total[col] / np.maximum(dom_free, EPS), np.inf))
-        if batch.mixed:
-            fits &= dom_free >= batch.total[col] - EPS
+    columns = batch.columns
+    if columns.size == 0:
+        return _Room(nodes, pods, fits, np.zeros(size))
+    # Free room per domain and requested resource, all columns in one bincount (sums in node order).
+    width = columns.size
+    flat = (ids[:, None] * width + np.arange(width)).ravel()
+    dom_free = np.bincount(flat, weights=batch.free[base][:, columns].ravel(), minlength=size * width)
+    dom_free = dom_free.reshape(size, width)
+    total = batch.total[columns]
+    ratio = np.where(dom_free > EPS, total / np.maximum(dom_free, EPS), np.inf).max(axis=1)
+    if batch.mixed:
+        fits &= (dom_free >= total - EPS).all(axis=1)
     return _Room(nodes, pods, fits, ratio)
 
 
@@ -365,7 +389,10 @@ def _pods_per_node(
     placement itself decides). Capped at the batch size; 0 off the candidate nodes."""
     count = len(vectors)
     first = vectors[0]
-    mixed = any(v is not first and not np.array_equal(v, first) for v in vectors[1:])
+    mixed = False
+    if count > 1 and any(v is not first for v in vectors):
+        stacked = np.array(vectors)
+        mixed = not bool((stacked == first).all())
     unit = np.min(vectors, axis=0) if mixed else first
     cols = columns[unit[columns] > EPS]
     if cols.size == 0:
@@ -374,6 +401,46 @@ def _pods_per_node(
         per = np.floor(np.min((free[:, cols] + EPS) / unit[cols], axis=1))
         per = np.clip(per, 0.0, float(count))
     return np.where(base, per, 0.0), mixed
+
+
+@dataclass(slots=True)
+class _MemberLevels:
+    """A constraint's relevant levels over the usable nodes of its topology (the pre-check's domains)."""
+
+    rows: np.ndarray | None  # the node rows (None: every node)
+    ids: list[np.ndarray]  # per level: domain index of each of those nodes
+    sizes: list[int]  # per level: domain count
+
+
+def _room_somewhere(levels: _MemberLevels, vectors: list[np.ndarray], free: np.ndarray) -> bool:
+    """Whether some domain of some level has room for the batch in `free`, counted as `_room` counts
+    (whole pods per node; for a mixed batch also the free sum of each requested resource)."""
+    count = len(vectors)
+    first = vectors[0]
+    mixed = False
+    if count > 1 and any(v is not first for v in vectors):
+        stacked = np.array(vectors)
+        mixed = not bool((stacked == first).all())
+    total = np.sum(vectors, axis=0)
+    columns = np.flatnonzero(total > EPS)
+    unit = np.min(vectors, axis=0) if mixed else first
+    cols = columns[unit[columns] > EPS]
+    room = free if levels.rows is None else free[levels.rows]
+    if cols.size == 0:
+        per = np.full(room.shape[0], float(count))
+    else:
+        per = np.clip(np.floor(np.min((room[:, cols] + EPS) / unit[cols], axis=1)), 0.0, float(count))
+    if mixed:
+        need = total[columns] - EPS
+        sums = room[:, columns]
+    for ids, size in zip(levels.ids, levels.sizes, strict=True):
+        fits = np.bincount(ids, weights=per, minlength=size) >= count
+        if mixed:
+            for j in range(columns.size):
+                fits &= np.bincount(ids, weights=sums[:, j], minlength=size) >= need[j]
+        if fits.any():
+            return True
+    return False
 
 
 def _enclosing_domain(tree: DomainTree, base: np.ndarray) -> str:
