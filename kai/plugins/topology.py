@@ -115,6 +115,7 @@ class TopologyPlugin:
         self.ssn = ssn
         self.trees: dict[str, DomainTree | None] = {}
         self.member_levels: dict[tuple[str, str, str], _MemberLevels | None] = {}
+        self.shapes: dict[tuple[int, ...], _Shape] = {}
         if any(_constrained(job) for job in ssn.jobs.values()):
             ssn.hooks.subset_nodes.append(self.subset_nodes)
             ssn.hooks.placement_possible.append(self.placement_possible)
@@ -143,11 +144,9 @@ class TopologyPlugin:
             return levels
         base = self._candidate_nodes(tree, request, constraint)
         free = self.ssn.nodes.idle + self.ssn.nodes.releasing
-        vectors = [self.ssn.vector(t) for t in tasks]
-        total = np.sum(vectors, axis=0)
-        columns = np.flatnonzero(total > EPS)
-        per_node, mixed = _pods_per_node(free, vectors, columns, base)
-        batch = _Batch(free, total, columns, per_node, mixed, len(tasks))
+        shape = self._shape(tasks)
+        per_node = _pods_per_node(free, shape, base)
+        batch = _Batch(free, shape.total, shape.columns, per_node, shape.mixed, shape.count)
         rooms = {depth: _room(tree, depth, base, batch) for depth in levels}
         candidates = self._candidates(tree, levels, rooms, base)
         if not candidates:
@@ -182,9 +181,18 @@ class TopologyPlugin:
             if constraint is None or not constraint.topology or not mine:
                 continue
             levels = self._levels_over_members(constraint)
-            if levels is not None and not _room_somewhere(levels, [self.ssn.vector(t) for t in mine], free):
+            if levels is not None and not _room_somewhere(levels, self._shape(mine), free):
                 return False
         return True
+
+    def _shape(self, tasks: list[PodInfo]) -> _Shape:
+        """The batch's `_Shape` (cached by the tasks' request vectors, which the session caches)."""
+        vectors = [self.ssn.vector(t) for t in tasks]
+        key = tuple(map(id, vectors))
+        shape = self.shapes.get(key)
+        if shape is None:
+            shape = self.shapes[key] = _Shape.of(vectors)
+        return shape
 
     def _levels_over_members(self, constraint: TopologyConstraint) -> _MemberLevels | None:
         """The constraint's relevant levels as domain indices over the usable member nodes (cached;
@@ -263,13 +271,17 @@ class TopologyPlugin:
             order = fitting[np.lexsort((tree.domain_ranks(depth)[fitting], -room.ratio[fitting]))]
             ids = tree.domain_ids(depth)
             masks = (ids == order[:, None]) & base  # one row per domain, in order
-            firsts = np.argmax(masks, axis=1)
+            firsts = np.argmax(masks, axis=1).tolist()
+            # Domains of this level holding a lower candidate's first node, by that candidate's node count
+            # (two domains of one level never share a node).
+            lower = {(count, int(ids[row])) for count, rows in added.items() for row in rows}
+            counts = room.nodes.tolist()
             for i, index in enumerate(order.tolist()):
-                count = int(room.nodes[index])
-                if any(ids[row] == index for row in added.get(count, ())):
+                count = int(counts[index])
+                if (count, index) in lower:
                     continue  # the same nodes as a lower candidate
                 out.append((depth, index, masks[i]))
-                added.setdefault(count, []).append(int(firsts[i]))
+                added.setdefault(count, []).append(firsts[i])
         return out
 
     def _failure(
@@ -380,27 +392,46 @@ def _room(tree: DomainTree, depth: int, base: np.ndarray, batch: _Batch) -> _Roo
     return _Room(nodes, pods, fits, ratio)
 
 
-def _pods_per_node(
-    free: np.ndarray, vectors: list[np.ndarray], columns: np.ndarray, base: np.ndarray
-) -> tuple[np.ndarray, bool]:
-    """How many pods of the batch each candidate node can hold: copies of the task for identical tasks.
-    For a mixed batch, copies of the element-wise smallest task: an upper bound, so that no domain that
-    could hold the batch is dropped (mixed batches are also checked by free sums per domain, and the
-    placement itself decides). Capped at the batch size; 0 off the candidate nodes."""
-    count = len(vectors)
-    first = vectors[0]
-    mixed = False
-    if count > 1 and any(v is not first for v in vectors):
-        stacked = np.array(vectors)
-        mixed = not bool((stacked == first).all())
-    unit = np.min(vectors, axis=0) if mixed else first
-    cols = columns[unit[columns] > EPS]
+@dataclass(slots=True)
+class _Shape:
+    """What a batch asks for: the summed request and its columns, whether its tasks differ, and the unit
+    counted per node with the unit's columns: the task, or for a mixed batch the element-wise smallest
+    task (an upper bound, so that no domain that could hold the batch is dropped; mixed batches are also
+    checked by free sums per domain, and the placement itself decides)."""
+
+    total: np.ndarray
+    columns: np.ndarray
+    mixed: bool
+    unit: np.ndarray
+    unit_columns: np.ndarray
+    count: int
+
+    @staticmethod
+    def of(vectors: list[np.ndarray]) -> _Shape:
+        count = len(vectors)
+        first = vectors[0]
+        mixed = False
+        if count > 1 and any(v is not first for v in vectors):
+            mixed = not bool((np.array(vectors) == first).all())
+        total = np.sum(vectors, axis=0)
+        columns = np.flatnonzero(total > EPS)
+        unit = np.min(vectors, axis=0) if mixed else first
+        return _Shape(total, columns, mixed, unit, columns[unit[columns] > EPS], count)
+
+
+def _pods_per_node(free: np.ndarray, shape: _Shape, base: np.ndarray) -> np.ndarray:
+    """How many pods of the batch each candidate node can hold (copies of the shape's unit), capped at
+    the batch size; 0 off the candidate nodes."""
+    return np.where(base, _copies(free, shape), 0.0)
+
+
+def _copies(free: np.ndarray, shape: _Shape) -> np.ndarray:
+    """Copies of the batch's unit that each row of `free` holds, capped at the batch size."""
+    cols = shape.unit_columns
     if cols.size == 0:
-        per = np.full(free.shape[0], float(count))
-    else:
-        per = np.floor(np.min((free[:, cols] + EPS) / unit[cols], axis=1))
-        per = np.clip(per, 0.0, float(count))
-    return np.where(base, per, 0.0), mixed
+        return np.full(free.shape[0], float(shape.count))
+    per = np.floor(np.min((free[:, cols] + EPS) / shape.unit[cols], axis=1))
+    return np.clip(per, 0.0, float(shape.count))
 
 
 @dataclass(slots=True)
@@ -412,31 +443,19 @@ class _MemberLevels:
     sizes: list[int]  # per level: domain count
 
 
-def _room_somewhere(levels: _MemberLevels, vectors: list[np.ndarray], free: np.ndarray) -> bool:
+def _room_somewhere(levels: _MemberLevels, shape: _Shape, free: np.ndarray) -> bool:
     """Whether some domain of some level has room for the batch in `free`, counted as `_room` counts
     (whole pods per node; for a mixed batch also the free sum of each requested resource)."""
-    count = len(vectors)
-    first = vectors[0]
-    mixed = False
-    if count > 1 and any(v is not first for v in vectors):
-        stacked = np.array(vectors)
-        mixed = not bool((stacked == first).all())
-    total = np.sum(vectors, axis=0)
-    columns = np.flatnonzero(total > EPS)
-    unit = np.min(vectors, axis=0) if mixed else first
-    cols = columns[unit[columns] > EPS]
     room = free if levels.rows is None else free[levels.rows]
-    if cols.size == 0:
-        per = np.full(room.shape[0], float(count))
-    else:
-        per = np.clip(np.floor(np.min((room[:, cols] + EPS) / unit[cols], axis=1)), 0.0, float(count))
-    if mixed:
-        need = total[columns] - EPS
-        sums = room[:, columns]
+    per = _copies(room, shape)
+    count = shape.count
+    if shape.mixed:
+        need = shape.total[shape.columns] - EPS
+        sums = room[:, shape.columns]
     for ids, size in zip(levels.ids, levels.sizes, strict=True):
         fits = np.bincount(ids, weights=per, minlength=size) >= count
-        if mixed:
-            for j in range(columns.size):
+        if shape.mixed:
+            for j in range(need.size):
                 fits &= np.bincount(ids, weights=sums[:, j], minlength=size) >= need[j]
         if fits.any():
             return True
@@ -459,11 +478,10 @@ def _preferred_scores(tree: DomainTree, depth: int, room: _Room, mask: np.ndarra
     scoring highest (floor(10 * (i + 1) / N) steps of 10,000)."""
     ids = tree.ids[depth]
     present = np.unique(ids[mask])
-    order = sorted(present, key=lambda i: (-room.ratio[i], tree.names[depth][int(i)]))
+    order = present[np.lexsort((tree.ranks[depth][present], -room.ratio[present]))]
     rank = np.zeros(len(tree.names[depth]))
     total = len(order)
-    for position, index in enumerate(order):
-        rank[index] = np.floor(10.0 * (position + 1) / total) * SCORE_STEP
+    rank[order] = np.floor(10.0 * np.arange(1, total + 1) / total) * SCORE_STEP
     return np.where(mask, rank[np.maximum(ids, 0)], 0.0)
 
 
