@@ -116,6 +116,7 @@ class TopologyPlugin:
         self.trees: dict[str, DomainTree | None] = {}
         self.member_levels: dict[tuple[str, str, str], _MemberLevels | None] = {}
         self.shapes: dict[tuple[int, ...], _Shape] = {}
+        self.stacked: dict[tuple[str | int, ...], np.ndarray] = {}
         if any(_constrained(job) for job in ssn.jobs.values()):
             ssn.hooks.subset_nodes.append(self.subset_nodes)
             ssn.hooks.placement_possible.append(self.placement_possible)
@@ -147,7 +148,7 @@ class TopologyPlugin:
         shape = self._shape(tasks)
         per_node = _pods_per_node(free, shape, base)
         batch = _Batch(free, shape.total, shape.columns, per_node, shape.mixed, shape.count)
-        rooms = {depth: _room(tree, depth, base, batch) for depth in levels}
+        rooms = _rooms(tree, levels, self._stacked_ids(tree, levels), base, batch)
         candidates = self._candidates(tree, levels, rooms, base)
         if not candidates:
             return self._failure(tree, constraint, levels, rooms, base, who, len(tasks))
@@ -184,6 +185,20 @@ class TopologyPlugin:
             if levels is not None and not _room_somewhere(levels, self._shape(mine), free):
                 return False
         return True
+
+    def _stacked_ids(self, tree: DomainTree, depths: list[int]) -> np.ndarray:
+        """The domain index per node of each level, levels one after the other, each level's indices
+        after those of the levels before it (cached; a (levels x nodes) array)."""
+        key = (tree.name, *depths)
+        stacked = self.stacked.get(key)
+        if stacked is None:
+            offset, rows = 0, []
+            for depth in depths:
+                ids = tree.domain_ids(depth)
+                rows.append(np.where(ids >= 0, ids + offset, -1))
+                offset += tree.domain_count(depth)
+            stacked = self.stacked[key] = np.array(rows)
+        return stacked
 
     def _shape(self, tasks: list[PodInfo]) -> _Shape:
         """The batch's `_Shape` (cached by the tasks' request vectors, which the session caches)."""
@@ -370,6 +385,40 @@ class _Batch:
     count: int
 
 
+def _rooms(
+    tree: DomainTree, depths: list[int], stacked: np.ndarray, base: np.ndarray, batch: _Batch
+) -> dict[int, _Room]:
+    """`_room` of every level at once: one bincount per measure over the levels' stacked domain
+    indices (each domain's bin still sums its own nodes in node order)."""
+    if len(depths) == 1:
+        return {depths[0]: _room(tree, depths[0], base, batch)}
+    sizes = [tree.domain_count(d) for d in depths]
+    size = sum(sizes)
+    ids = stacked[:, base].ravel()
+    nodes = np.bincount(ids, minlength=size)
+    pods = np.bincount(ids, weights=np.tile(batch.per_node[base], len(depths)), minlength=size)
+    fits = (pods >= batch.count) & (nodes > 0)
+    columns = batch.columns
+    if columns.size == 0:
+        ratio = np.zeros(size)
+    else:
+        width = columns.size
+        flat = (ids[:, None] * width + np.arange(width)).ravel()
+        weights = np.tile(batch.free[base][:, columns], (len(depths), 1)).ravel()
+        dom_free = np.bincount(flat, weights=weights, minlength=size * width).reshape(size, width)
+        total = batch.total[columns]
+        ratio = np.where(dom_free > EPS, total / np.maximum(dom_free, EPS), np.inf).max(axis=1)
+        if batch.mixed:
+            fits &= (dom_free >= total - EPS).all(axis=1)
+    out: dict[int, _Room] = {}
+    start = 0
+    for depth, count in zip(depths, sizes, strict=True):
+        end = start + count
+        out[depth] = _Room(nodes[start:end], pods[start:end], fits[start:end], ratio[start:end])
+        start = end
+    return out
+
+
 def _room(tree: DomainTree, depth: int, base: np.ndarray, batch: _Batch) -> _Room:
     """Per-domain sums of one level over the candidate nodes."""
     ids = tree.domain_ids(depth)[base]
@@ -403,7 +452,8 @@ class _Shape:
     columns: np.ndarray
     mixed: bool
     unit: np.ndarray
-    unit_columns: np.ndarray
+    unit_columns: np.ndarray  # the unit's requested columns
+    unit_amounts: np.ndarray  # the unit's request in those columns
     count: int
 
     @staticmethod
@@ -416,7 +466,8 @@ class _Shape:
         total = np.sum(vectors, axis=0)
         columns = np.flatnonzero(total > EPS)
         unit = np.min(vectors, axis=0) if mixed else first
-        return _Shape(total, columns, mixed, unit, columns[unit[columns] > EPS], count)
+        unit_columns = columns[unit[columns] > EPS]
+        return _Shape(total, columns, mixed, unit, unit_columns, unit[unit_columns], count)
 
 
 def _pods_per_node(free: np.ndarray, shape: _Shape, base: np.ndarray) -> np.ndarray:
@@ -430,8 +481,9 @@ def _copies(free: np.ndarray, shape: _Shape) -> np.ndarray:
     cols = shape.unit_columns
     if cols.size == 0:
         return np.full(free.shape[0], float(shape.count))
-    per = np.floor(np.min((free[:, cols] + EPS) / shape.unit[cols], axis=1))
-    return np.clip(per, 0.0, float(shape.count))
+    per = np.floor(np.min((free[:, cols] + EPS) / shape.unit_amounts, axis=1))
+    np.maximum(per, 0.0, out=per)
+    return np.minimum(per, float(shape.count), out=per)
 
 
 @dataclass(slots=True)
