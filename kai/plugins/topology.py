@@ -517,11 +517,14 @@ def _room_somewhere(levels: _MemberLevels, shape: _Shape, free: np.ndarray) -> b
 def _enclosing_domain(tree: DomainTree, base: np.ndarray) -> str:
     """The lowest domain that holds every candidate node."""
     name = ROOT_NAME
+    if not base.any():
+        return name
     for depth in range(len(tree.levels)):
-        present = np.unique(tree.ids[depth][base])
-        if present.size != 1:
+        ids = tree.ids[depth][base]
+        first = int(ids[0])
+        if first < 0 or not (ids == first).all():
             break
-        name = tree.names[depth][int(present[0])]
+        name = tree.names[depth][first]
     return name
 
 
