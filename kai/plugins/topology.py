@@ -22,6 +22,11 @@ sub-group set that carries a constraint:
    is filled first and the gang spans as few of them as possible. Sub-groups without their own
    ranking inherit the parent's.
 5. No candidate: a failed status naming the topology, the level and the roomiest domain.
+
+For the evicting actions the plugin also answers the PlacementPossible question (a pre-check before a
+victim trial is simulated): steps 2-3 over every usable node of the topology with the free room the
+trial's evictions would leave, for the job and each constrained sub-group set. No fitting domain there
+means no candidate in step 3 either (fewer nodes, less room), so the trial is skipped unsimulated.
 """
 
 from __future__ import annotations
