@@ -39,6 +39,23 @@ class _NotPlain(Exception):
 
 
 _quote = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+# A dict's keys as given -> its keys sorted, each quoted with its `": "`: the contract's records (a pod, a
+# pod group, a binding) repeat one set of keys tens of thousands of times.
+_PLANS: dict[tuple[str, ...], tuple[tuple[str, str], ...]] = {}
+_PLANS_MAX = 4096
+
+
+def _plan(value: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    given = tuple(value)
+    plan = _PLANS.get(given)
+    if plan is None:
+        if not all(isinstance(key, str) for key in given):
+            raise _NotPlain
+        plan = tuple((key, _quote(key) + ": ") for key in sorted(given))
+        if len(_PLANS) >= _PLANS_MAX:
+            _PLANS.clear()
+        _PLANS[given] = plan
+    return plan
 
 
 def _encode(value: Any, newline: str, out: list[str]) -> None:
@@ -63,13 +80,11 @@ def _encode(value: Any, newline: str, out: list[str]) -> None:
         if not value:
             out.append("{}")
             return
-        if not all(isinstance(key, str) for key in value):
-            raise _NotPlain
         inner = newline + "  "
         separator = "{" + inner
-        for key in sorted(value):
+        for key, quoted in _plan(value):
             item = value[key]
-            head = separator + _quote(key) + ": "
+            head = separator + quoted
             separator = "," + inner
             kind = type(item)
             if kind is str:

@@ -608,17 +608,21 @@ class SnapshotBuilder:
 
         node_names = {n.name for n in snapshot.nodes}
         seen: set[str] = set()
+        convert = self._pod if self.memo is None else lambda obj: self._converted(obj, self._pod)
         for obj in self.by_kind["Pod"]:
-            pod = self._converted(obj, self._pod)
+            pod = convert(obj)
             if pod is None:
                 continue
-            if pod.key in seen:
+            key = pod.key
+            if key in seen:
                 self._problem("Pod", obj, "metadata.name", "is defined twice")
                 continue
-            seen.add(pod.key)
+            seen.add(key)
             if pod.node and pod.node not in node_names and pod.status in (PodStatus.RUNNING, PodStatus.RELEASING):
-                self.warnings.append(f"Pod {pod.key}: spec.nodeName {pod.node!r} is not a node of the snapshot")
-            self.dra.attach(obj, pod)
+                self.warnings.append(f"Pod {key}: spec.nodeName {pod.node!r} is not a node of the snapshot")
+            spec = obj.get("spec")
+            if not isinstance(spec, dict) or spec.get("resourceClaims"):  # the pod's DRA claims, if any
+                self.dra.attach(obj, pod)
             if pod.scheduler_name != self.scheduler_name:
                 # The session writes the GPU groups it finds for a foreign shared-GPU pod on the pod itself.
                 snapshot.foreign_pods.append(pod.clone() if self.memo is not None else pod)
@@ -655,7 +659,8 @@ class SnapshotBuilder:
         annotations = obj["metadata"].get("annotations") or {}
         group_name = annotations.get(keys.POD_GROUP_ANNOTATION)
         if group_name:
-            group = groups.get(f"{pod.namespace}/{group_name}")
+            group_key = f"{pod.namespace}/{group_name}"
+            group = groups.get(group_key)
             if group is None:
                 self._problem(
                     "Pod",
@@ -683,8 +688,9 @@ class SnapshotBuilder:
                 subgroups={DEFAULT_SUBGROUP: SubGroupInfo(DEFAULT_SUBGROUP)},
                 implicit=True,
             )
-            groups[group.key] = group
-        pod.job_key = group.key
+            group_key = group.key
+            groups[group_key] = group
+        pod.job_key = group_key
         sub = group.subgroups.get(pod.subgroup)
         if sub is None or not sub.is_leaf:
             self.warnings.append(
