@@ -41,7 +41,7 @@ from kai.cluster import partition
 from kai.cluster.cache import CacheView, ClusterCache
 from kai.cluster.events import EventRecorder
 from kai.cluster.metrics import Metrics
-from kai.cluster.status import GroupUsages, queue_usage
+from kai.cluster.status import GroupUsages, QueueUsage, queue_usage
 from kai.cluster.usagedb import usage_source
 from kai.cycle import run_cycle
 from kai.framework.config import SchedulerConfig
@@ -319,16 +319,21 @@ class Scheduler:
             m.evictions.labels(e.action).inc()
         for name, q in report.decisions.queues.items():
             m.queue(name, q.fair_share, snapshot.queue_usage.get(name, {}))
-        self._observe_queues(m, snapshot, report.decisions, self.usages)
+        rolled_up = getattr(self.status, "last_queue_usage", None)  # the status port's, for this very cycle
+        if rolled_up is not None and rolled_up[0] is snapshot and rolled_up[1] is report.decisions:
+            self._observe_queues(m, snapshot, rolled_up[2])
+        else:
+            self._observe_queues(m, snapshot, queue_usage(snapshot, report.decisions, self.usages))
+            self.usages.finish()
 
     @staticmethod
-    def _observe_queues(m: Metrics, snapshot: ClusterSnapshot, decisions: Decisions, usages: GroupUsages) -> None:
+    def _observe_queues(m: Metrics, snapshot: ClusterSnapshot, usages: dict[str, QueueUsage]) -> None:
         """KAI's queue-controller gauges: the spec's quotas and the rolled-up allocation (as Queue status)."""
 
         def cores(millicores: float) -> float:
             return millicores if millicores == -1 else millicores / 1000
 
-        for name, use in queue_usage(snapshot, decisions, usages).items():
+        for name, use in usages.items():
             spec = snapshot.queues[name].resources
             m.queue_info.labels(name).set(1)
             m.queue_deserved_gpus.labels(name).set(spec[GPU].quota)
@@ -337,7 +342,6 @@ class Scheduler:
             m.queue_allocated_gpus.labels(name).set(use.allocated.gpu)
             m.queue_allocated_cpu.labels(name).set(use.allocated.cpu / 1000)
             m.queue_allocated_memory.labels(name).set(use.allocated.memory)
-        usages.finish()
         capacity = snapshot_capacity(snapshot)
         m.cluster_capacity.labels("nvidia_com_gpu").set(capacity[GPU])
         m.cluster_capacity.labels("cpu").set(capacity[CPU] / 1000)
