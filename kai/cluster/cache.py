@@ -133,6 +133,14 @@ class CacheView:
     stale_bind_requests: list[tuple[dict[str, Any], str]] = field(default_factory=list)  # (BR, why)
     storage_listed: bool = False  # `objects` hold every PersistentVolumeClaim (the cache watches them)
     signature: tuple[Any, ...] = ()  # the store versions and in-flight requests the view was taken from
+    # For a consumer that keeps what it derives from views (kai.cluster.incremental): the views are
+    # numbered; `changed_pods` holds (at least) the keys of the pods whose object in `objects` may differ
+    # from the one the view numbered `serial - 1` handed over (None: unknown); `fixed` holds the objects
+    # that are neither Pods nor PodGroups, in `objects`' order; `copies` the Binding copies by pod key.
+    serial: int = 0
+    changed_pods: set[str] | None = None
+    fixed: list[dict[str, Any]] = field(default_factory=list)
+    copies: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 class ClusterCache:
@@ -303,6 +311,7 @@ class _Derived:
         self.binding: dict[str, str] = {}  # pod key -> node, for pods in Binding state
         self.copies: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {}  # (pod, BR, copy)
         self.reserved: set[str] = set()  # reservation pods' keys
+        self.serial = 0  # views made
 
     def _take(self, resource: Resource) -> tuple[dict[str, dict[str, Any]], set[str]]:
         store = self.cache.stores.get(resource.kind)
@@ -326,11 +335,15 @@ class _Derived:
         objects: list[dict[str, Any]] = list(nodes.values())
         objects.extend(queues.values())
         objects.extend(podgroups.values())
-        objects.extend(items(PRIORITY_CLASSES).values())
-        objects.extend(items(TOPOLOGIES).values())
-        for resource in (*DRA_KINDS, *STORAGE_KINDS):
-            objects.extend(items(resource).values())
+        fixed = list(objects[: len(nodes) + len(queues)])
+        for resource in (PRIORITY_CLASSES, TOPOLOGIES, *DRA_KINDS, *STORAGE_KINDS):
+            listed = items(resource).values()
+            objects.extend(listed)
+            fixed.extend(listed)
         view = CacheView([], pods, podgroups, queues, nodes, brs)
+        view.fixed = fixed
+        self.serial += 1
+        view.serial = self.serial
         view.storage_listed = cache.watches_storage
         view.signature = signature
 
@@ -394,6 +407,8 @@ class _Derived:
             if kept is None or kept[0] is not pod or kept[1] is not br:
                 self.copies[key] = (pod, br, as_binding(pod, br))
         view.binding = dict(self.binding)
+        view.copies = {key: kept[2] for key, kept in self.copies.items()}
+        view.changed_pods = {k for k in touched_pods if not k.startswith(RESERVED)}
         if self.copies or self.reserved:
             listed = list(pods.values())
             position = dict(zip(pods, range(len(listed)), strict=True))

@@ -41,6 +41,7 @@ from kai.api.timeutil import format_time
 from kai.cluster import partition
 from kai.cluster.cache import CacheView, ClusterCache
 from kai.cluster.events import EventRecorder
+from kai.cluster.incremental import IncrementalSnapshot, PartialMemo
 from kai.cluster.metrics import Metrics
 from kai.cluster.status import GroupUsages, QueueUsage, queue_usage
 from kai.cluster.usagedb import usage_source
@@ -48,7 +49,7 @@ from kai.cycle import run_cycle
 from kai.framework.config import SchedulerConfig
 from kai.framework.decisions import Binding, Decisions, Eviction
 from kai.model import CPU, GPU, MEMORY, ClusterSnapshot, UnsupportedUse
-from kai.snapshot.builder import BuildResult, ConversionMemo, build_snapshot
+from kai.snapshot.builder import BuildResult
 from kai.usage import UsageTracker, snapshot_capacity
 
 log = logging.getLogger("kai.cluster.scheduler")
@@ -155,7 +156,8 @@ class Scheduler:
                 metrics.unsupported.labels(f"plugin/{name}").inc()
         self._stop = threading.Event()
         # The incremental snapshot: conversions kept between cycles, and the last view and its build.
-        self.memo = ConversionMemo()
+        self.memo = PartialMemo()
+        self.incremental = IncrementalSnapshot(self.memo, getattr(cache, "stores", {}))
         self.usages = GroupUsages()  # pod group usage for the queue gauges, kept while a group is unchanged
         self._last_build: tuple[CacheView, list[dict[str, Any]], BuildResult] | None = None
         # Time-based fair share (usageDBConfig set): usage from Prometheus, or the scheduler's own record.
@@ -234,13 +236,13 @@ class Scheduler:
             _, objects, built = last
             return objects, BuildResult(dataclasses.replace(built.snapshot, now=now), built.problems)
         objects = partition.select(view.objects, self.nodepool_label_key, self.partition_label_value)
-        result = build_snapshot(
+        result = self.incremental.build(
+            view,
             objects,
             now,
-            self.config.params.scheduler_name,
+            scheduler_name=self.config.params.scheduler_name,
             storage_listed=view.storage_listed,
             queue_label_key=self.queue_label_key,
-            memo=self.memo,
         )
         if objects is not view.objects:  # a node pool's scheduler: a queue of another pool is not "missing"
             result.problems[:] = partition.explain(

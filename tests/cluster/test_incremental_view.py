@@ -101,3 +101,76 @@ def test_the_kept_view_follows_requests_pods_and_nodes_as_a_fresh_view_sees_them
     c.put(other)
     c.cycle_matches_a_build_from_scratch()
     assert c.cache.view().binding == {"ns/late": "n1"}
+
+
+def test_a_patched_snapshot_equals_a_build_from_scratch_after_each_kind_of_delta() -> None:
+    c = Cluster()
+    for i in range(4):
+        c.put(node(f"n{i}", gpus=4))
+    c.put(queue("q"))
+    for g in ("a", "b", "c"):
+        c.put(podgroup(g, "q", min_member=2))
+        for i in range(2):
+            c.put(pod(f"{g}-{i}", group=g, gpus=1))
+    c.put(pod("lone", queue="q", cpu="1"))  # no PodGroup: an implicit group of its own
+    first = c.cycle_matches_a_build_from_scratch()
+    placed = {b.pod: b.node for b in first.bound}
+    assert len(placed) == 7
+    incremental = c.scheduler.incremental
+
+    def patched_step() -> object:
+        before = incremental.patched
+        report = c.cycle_matches_a_build_from_scratch()
+        assert incremental.patched == before + 1, "built from scratch"
+        return report
+
+    # The binder binds a's pods (the pods run), b's are Binding (requests in), c's request is in flight.
+    for name in ("a-0", "a-1"):
+        p = c.get("Pod", f"ns/{name}")
+        p["spec"]["nodeName"] = placed[f"ns/{name}"]
+        p["status"]["phase"] = "Running"
+        c.put(p)
+    for name in ("b-0", "b-1"):
+        c.put(bind_request(name, placed[f"ns/{name}"], f"uid-{name}"))
+    c.cache.in_flight["ns/c-0"] = bind_request("c-0", placed["ns/c-0"], "uid-c-0")
+    second = patched_step()
+    assert {b.pod for b in second.bound} == {"ns/c-1", "ns/lone"}  # placed again: no request for them
+
+    # A node's heartbeat (same name), a PodGroup's status, the lone pod changes, a new pod joins b.
+    n0 = c.get("Node", "n0")
+    n0["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-01-01T00:01:00Z"
+    c.put(n0)
+    a = c.get("PodGroup", "ns/a")
+    a["status"] = {"phase": "Running", "running": 2}
+    c.put(a)
+    lone = c.get("Pod", "ns/lone")
+    lone["metadata"]["labels"]["team"] = "x"
+    c.put(lone)
+    c.put(pod("b-2", group="b", gpus=1))
+    third = patched_step()
+    assert "ns/b-2" in {b.pod for b in third.bound}
+
+    # Two pods leave a and b for c (their annotation changes), a pod of b is deleted, c's request lands.
+    for name in ("a-1", "b-2"):
+        moved = c.get("Pod", f"ns/{name}")
+        moved["metadata"]["annotations"]["pod-group-name"] = "c"
+        c.put(moved)
+    c.delete("Pod", "ns/b-0")
+    c.cache.in_flight.pop("ns/c-0")
+    c.put(bind_request("c-0", placed["ns/c-0"], "uid-c-0"))
+    patched_step()
+    assert c.scheduler.last_snapshot is not None
+    # (in the cache's order, as a build from scratch attaches them: a-1 was created first, b-2 last)
+    in_c = [p.key for p in c.scheduler.last_snapshot.podgroups["ns/c"].pods]
+    assert in_c == ["ns/a-1", "ns/c-0", "ns/c-1", "ns/b-2"]
+
+    # Nothing changes but the time: the same snapshot again, at the new time.
+    c.now += 30
+    again = c.cycle_matches_a_build_from_scratch()
+    assert again.now == c.now
+
+    # A queue changes: built from scratch (a pod group's conversion reads its queue).
+    before = incremental.full
+    c.put(queue("q", gpu={"quota": 8, "overQuotaWeight": 1, "limit": -1}))
+    c.cycle_matches_a_build_from_scratch()
+    assert incremental.full == before + 1
