@@ -9,7 +9,9 @@ One cycle (:meth:`Scheduler.run_once`):
    cycle goes on without them; objects that use a feature kai has not built (the snapshot's
    ``unsupported``) are logged, counted (``kai_unsupported_feature_uses_total``) and get a warning
    event, once each. Incrementally: the builder's ``ConversionMemo`` converts each pod and node
-   once per change of its object, and when the cache's view is the very one of the last cycle
+   once per change of its object; where only pods, pod groups and nodes changed, only the pod
+   groups they affect are built again and the others are kept from the last snapshot
+   (:mod:`kai.cluster.incremental`); and when the cache's view is the very one of the last cycle
    (nothing changed), the last build is reused with the new ``now`` (the builder reads ``now``
    for nothing else), so such a cycle builds nothing;
 4. ``run_cycle(snapshot, config, run_step)`` — the core, timed per step through ``run_step``;
