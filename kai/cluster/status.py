@@ -129,12 +129,17 @@ class GroupUsages:
         entry = self._seen.get(key)
         if entry is not None and entry[0] is pg:  # asked before this cycle, about this very group
             return entry[2]
+        kept = self._kept.get(key)
+        if kept is not None and kept[0] is pg and kept[1] and not (bound or evicted):
+            # The very group of the last cycle (a snapshot kept or patched around it): the same pods.
+            self._seen[key] = kept
+            return kept[2]
         pods = tuple(pg.pods)
         if (bound or evicted) and any(p.key in bound or p.key in evicted for p in pods):
             use = usage(pg, bound, evicted)
             self._seen[key] = (pg, (), use)  # never kept for another cycle: () matches no group's pods
             return use
-        entry = entry or self._kept.get(key)
+        entry = entry or kept
         if entry is None or len(entry[1]) != len(pods) or any(a is not b for a, b in zip(entry[1], pods, strict=True)):
             entry = (pg, pods, usage(pg, bound, evicted))
         else:
