@@ -56,7 +56,8 @@ from kai.usage import UsageTracker, snapshot_capacity
 
 log = logging.getLogger("kai.cluster.scheduler")
 
-GC_EVERY = 10.0  # seconds between the loop's full garbage collections (see Scheduler.run)
+GC_EVERY = 10.0  # seconds between the loop's garbage collections of what is not frozen (see Scheduler.run)
+GC_FULL_EVERY = 300.0  # seconds between its collections of everything
 
 
 class BindRequestPort(Protocol):
@@ -362,22 +363,20 @@ class Scheduler:
         parsed JSON, which reference counting frees when a watch event replaces it) and each cycle
         leaves a few thousand objects in reference cycles (the session's plugins and hooks, the last
         snapshot's pod groups). The collector's own trigger runs full collections over that whole heap
-        every few cycles; instead, while the loop runs, automatic collection is off, the heap as the
-        cache first listed it is frozen (`gc.freeze`: never scanned again, still freed by reference
-        counting), and a full collection runs every `GC_EVERY` seconds, between cycles."""
+        every few cycles; instead, while the loop runs, automatic collection is off and, between
+        cycles, every `GC_EVERY` seconds what is not frozen is collected and what survives is frozen
+        (`gc.freeze`: not scanned again, still freed by reference counting), so that a collection scans
+        only what the last seconds made; every `GC_FULL_EVERY` seconds everything is unfrozen and
+        collected (what became garbage in a cycle while frozen is reclaimed then).
+        """
         collecting = gc.isenabled()
         gc.disable()
-        frozen = False
-        last_collect = time.monotonic()
+        last_collect = last_full = time.monotonic()
         try:
             while not self._stop.is_set():
                 began = time.monotonic()
                 self.last_loop = began
                 if is_leader() and self.cache.synced:
-                    if not frozen:
-                        gc.collect()
-                        gc.freeze()
-                        frozen = True
                     try:
                         report = self.run_once()
                         log.debug(
@@ -391,13 +390,17 @@ class Scheduler:
                         log.exception("scheduling cycle failed")
                     if max_cycles and self.cycles >= max_cycles:
                         return
-                if time.monotonic() - last_collect >= GC_EVERY:
+                moment = time.monotonic()
+                if moment - last_full >= GC_FULL_EVERY:
+                    gc.unfreeze()
+                    last_full = moment
+                if moment - last_collect >= GC_EVERY or moment == last_full:
                     gc.collect()
+                    gc.freeze()
                     last_collect = time.monotonic()
                 self._stop.wait(max(0.0, self.period - (time.monotonic() - began)))
         finally:
-            if frozen:
-                gc.unfreeze()
+            gc.unfreeze()
             if collecting:
                 gc.enable()
 
