@@ -138,6 +138,7 @@ class CacheView:
     # from the one the view numbered `serial - 1` handed over (None: unknown); `fixed` holds the objects
     # that are neither Pods nor PodGroups, in `objects`' order; `copies` the Binding copies by pod key.
     serial: int = 0
+    versions_after: tuple[int, ...] = ()  # the stores' change counts once the view was read
     changed_pods: set[str] | None = None
     fixed: list[dict[str, Any]] = field(default_factory=list)
     copies: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -420,6 +421,7 @@ class _Derived:
         else:
             objects.extend(pods.values())
         view.objects = objects
+        view.versions_after = tuple(store.version for store in cache.stores.values())
         cache._last_view = view
         return view
 

@@ -107,9 +107,12 @@ class IncrementalSnapshot:
             return self._scratch("problems or warnings")
         if snapshot.resource_claims or snapshot.device_classes:
             return self._scratch("DRA")
-        versions, old_versions = view.signature[0], before.signature[0]
-        for kind, version, old in zip(self.kinds, versions, old_versions, strict=True):
-            if version != old and kind not in PATCHED_KINDS:
+        # Every other kind unchanged from the start of the last view's reading to the end of this one's.
+        counts = zip(
+            self.kinds, before.signature[0], before.versions_after, view.signature[0], view.versions_after, strict=True
+        )
+        for kind, *versions in counts:
+            if kind not in PATCHED_KINDS and len(set(versions)) > 1:
                 return self._scratch(f"{kind} changed")
         if any(len(self.stores[kind]) for kind in DRA_KIND_NAMES if kind in self.stores):
             return self._scratch("DRA")
