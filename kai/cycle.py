@@ -63,9 +63,14 @@ def open_session(
 
 
 def job_outcome(
-    ssn: Session, job: PodGroupInfo, evicted: list[Cause] | None = None, cache: dict[Any, Any] | None = None
+    ssn: Session,
+    job: PodGroupInfo,
+    evicted: list[Cause] | None = None,
+    cache: dict[Any, Any] | None = None,
+    key: str | None = None,
 ) -> JobOutcome:
-    fit = ssn.fit_errors.get(job.key)
+    """The job's outcome at the end of the cycle. `key`: the job's key, when the caller has it."""
+    fit = ssn.fit_errors.get(job.key if key is None else key) if ssn.fit_errors else None
     # Without a fit error or an eviction, an outcome that needs no explanation (a running job) depends on
     # the pods' statuses only: it is remembered on the job while they stay as they are.
     plain = fit is None and not evicted
@@ -102,8 +107,9 @@ def close_session(ssn: Session) -> Decisions:
         fn(ssn)
     evicted = eviction_causes(ssn)
     cache: dict[Any, Any] = {}
+    outcomes = ssn.decisions.jobs
     for key, job in ssn.jobs.items():
-        ssn.decisions.jobs[key] = job_outcome(ssn, job, evicted.get(key), cache)
+        outcomes[key] = job_outcome(ssn, job, evicted.get(key) if evicted else None, cache, key)
     return ssn.decisions
 
 
