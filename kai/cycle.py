@@ -74,6 +74,13 @@ def job_outcome(
     # Without a fit error or an eviction, an outcome that needs no explanation (a running job) depends on
     # the pods' statuses only: it is remembered on the job while they stay as they are.
     plain = fit is None and not evicted
+    if plain and len(job.leaves) == 1:
+        # The common case at once: one sub-group, every pod running, at least minMember of them.
+        sub = job.leaves[0]
+        counts = sub.counts()
+        running = counts.get(PodStatus.RUNNING, 0)
+        if running and running >= sub.min_member and running == sum(counts.values()):
+            return JobOutcome(job.queue, "Running", "", "")
     version = job.version if plain else None
     if plain:
         memo = job.memo.get("outcome")

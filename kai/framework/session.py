@@ -221,6 +221,7 @@ class Session:
             for sub in job.leaves:  # what `job.pods` holds, without building it
                 extend(sub.pods)
         self._touched: dict[int, tuple[PodInfo, PodStatus, str, tuple[str, ...]]] = {}
+        self._with_pending: list[PodGroupInfo] | None = None
         requests = {id(p.requests): p.requests for p in self.pods}
         extra: set[str] = set()
         for node in snapshot.nodes:
@@ -243,6 +244,16 @@ class Session:
         )
         # Another scheduler's pods are load too, shared GPUs included; then the session's own pods.
         self._hold_all([*snapshot.foreign_pods, *self.pods])
+
+    def jobs_with_pending(self) -> list[PodGroupInfo]:
+        """The jobs that had pending pods when the session opened, in job order (found once per session).
+        Within a session a pod becomes pending again only when a placement of this session is undone, so
+        every job with a pending pod at any time of the session is among them: actions that look for
+        pending jobs scan these (and check `has_pending` themselves) instead of every job."""
+        found = self._with_pending
+        if found is None:
+            found = self._with_pending = [job for job in self.jobs.values() if job.has_pending()]
+        return found
 
     def touch(self, pod: PodInfo) -> None:
         """Remember the pod's state before the session first changes it."""
