@@ -13,7 +13,7 @@ from kai.model import ALLOCATED, PodGroupInfo, PodInfo, PodStatus
 
 
 def _candidates(ssn: Session) -> list[PodGroupInfo]:
-    return [job for job in ssn.jobs.values() if job.has_pending() and job.is_ready()]
+    return [job for job in ssn.jobs_with_pending() if job.has_pending() and job.is_ready()]
 
 
 class FreeResources:
