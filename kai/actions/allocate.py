@@ -7,6 +7,7 @@ import numpy as np
 from kai.framework.action import register_action
 from kai.framework.jobqueue import JobQueue
 from kai.framework.placement import leaf_short_of_allocations, place_tasks, tasks_to_allocate
+from kai.framework.placementcache import placement_cache
 from kai.framework.session import EPS, Session
 from kai.framework.statement import Statement
 from kai.model import ALLOCATED, PodGroupInfo, PodInfo, PodStatus
@@ -45,6 +46,11 @@ class FreeResources:
 
 @register_action("allocate")
 def allocate(ssn: Session) -> None:
+    with placement_cache(ssn):
+        _allocate(ssn)
+
+
+def _allocate(ssn: Session) -> None:
     free = FreeResources(ssn) if ssn.config.params.defer_oversized_jobs else None
     queue = JobQueue(
         ssn,

@@ -11,6 +11,7 @@ import numpy as np
 
 from kai.api import keys
 from kai.framework.plugin import register_plugin
+from kai.framework.rowscore import RowScorer, Scored
 from kai.framework.session import PlacementContext, Session
 from kai.model import CPU, GPU
 
@@ -43,7 +44,7 @@ class NodePlacementPlugin:
             self.has[col] = nodes.allocatable[:, col] > 0
             self.spread_valid[col] = self.has[col] & (cap > 0)
             self.spread_denominator[col] = np.where(cap > 0, cap, 1.0)
-        ssn.hooks.node_scorers.append(self.score)
+        ssn.hooks.node_scorers.append(_Scorer(self))
 
     def score(self, ctx: PlacementContext) -> np.ndarray | float:
         gpu_task = ctx.task.needs_gpu
@@ -62,6 +63,133 @@ class NodePlacementPlugin:
         if high - low <= 1e-9:
             return np.where(has, MAX_SCORE, 0.0)
         return np.where(has, MAX_SCORE * (1.0 - (free - low) / (high - low)), 0.0)
+
+
+LEVELS = 256  # most distinct free amounts the incremental bin-packing score tabulates
+
+
+class _Scorer(RowScorer):
+    """The plugin's score, kept up to date on changed rows. Spread's value at a row depends on that row
+    only. Bin-packing's also depends on the least and the most free amount among the scored candidates
+    (kept as two masked columns): when either moves, every row's value changes; it is then computed once
+    per distinct free amount (a row's value depends only on its free amount) and gathered by row."""
+
+    def __init__(self, plugin: NodePlacementPlugin) -> None:
+        self.plugin = plugin
+
+    def __call__(self, ctx: PlacementContext) -> np.ndarray | float:
+        return self.plugin.score(ctx)
+
+    def signature(self, task: object) -> bool:
+        return bool(task.needs_gpu)  # type: ignore[attr-defined]
+
+    def _column(self, ctx: PlacementContext) -> tuple[int, str]:
+        plugin = self.plugin
+        if ctx.task.needs_gpu:
+            return plugin.gpu_col, plugin.gpu_strategy
+        return plugin.cpu_col, plugin.cpu_strategy
+
+    def start(self, ctx: PlacementContext) -> Scored:
+        col, strategy = self._column(ctx)
+        if strategy == "spread":
+            return Scored(self.plugin.score(ctx))  # np.where: a fresh array
+        nodes = self.plugin.ssn.nodes
+        has = self.plugin.has[col]
+        free = nodes.idle_cols[col] + nodes.releasing_cols[col]
+        scored = ctx.candidates & has
+        state = _Binpack(np.where(scored, free, np.inf), np.where(scored, free, -np.inf))
+        state.bounds = _bounds(state.low_of, state.high_of)
+        levels, inverse = np.unique(free[has], return_inverse=True)
+        if len(levels) <= LEVELS:
+            state.codes = np.zeros(len(free), dtype=np.intp)
+            state.codes[has] = inverse + 1
+            state.levels = levels.tolist()
+            state.level_of = {v: i + 1 for i, v in enumerate(state.levels)}
+        return Scored(self.plugin.score(ctx), state)
+
+    def update(self, ctx: PlacementContext, kept: Scored, rows: np.ndarray) -> bool:
+        col, strategy = self._column(ctx)
+        plugin = self.plugin
+        nodes = plugin.ssn.nodes
+        idle, releasing = nodes.idle_cols[col], nodes.releasing_cols[col]
+        values = kept.values
+        if strategy == "spread":
+            valid, denominator = plugin.spread_valid[col], plugin.spread_denominator[col]
+            for row in rows.tolist():
+                values[row] = (idle[row] + releasing[row]) / denominator[row] if valid[row] else 0.0  # type: ignore[index]
+            return True
+        state: _Binpack = kept.state
+        has, candidates = plugin.has[col], ctx.candidates
+        low_of, high_of, codes = state.low_of, state.high_of, state.codes
+        changed = []
+        for row in rows.tolist():
+            free = idle[row] + releasing[row]
+            changed.append(free)
+            if candidates[row] and has[row]:
+                low_of[row] = high_of[row] = free
+            else:
+                low_of[row], high_of[row] = np.inf, -np.inf
+            if codes is not None and has[row]:
+                code = state.level_of.get(free)
+                if code is None:
+                    if len(state.levels) >= LEVELS:
+                        state.codes = codes = None
+                        continue
+                    code = state.level_of[free] = len(state.levels) + 1
+                    state.levels.append(free)
+                codes[row] = code
+        now = _bounds(low_of, high_of)
+        bounds, state.bounds = state.bounds, now
+        if now is None:
+            if bounds is None:
+                return True  # still no scored row: 0.0 everywhere
+            kept.values = 0.0
+            return False
+        low, high = now
+        if now != bounds or not isinstance(values, np.ndarray):
+            if state.codes is None:
+                kept.values = plugin.score(ctx)
+                return False
+            table = np.empty(len(state.levels) + 1)
+            table[0] = 0.0
+            if high - low <= 1e-9:
+                table[1:] = MAX_SCORE
+            else:
+                table[1:] = MAX_SCORE * (1.0 - (np.array(state.levels) - low) / (high - low))
+            kept.values = table[state.codes]
+            return False
+        flat = high - low <= 1e-9
+        for row, free in zip(rows.tolist(), changed, strict=True):
+            if not has[row]:
+                values[row] = 0.0
+            elif flat:
+                values[row] = MAX_SCORE
+            else:
+                values[row] = MAX_SCORE * (1.0 - (free - low) / (high - low))
+        return True
+
+
+class _Binpack:
+    """What the incremental bin-packing score keeps: per row the free amount where scored (+inf / -inf
+    elsewhere, for the least / the most), the bounds, and each row's free amount as a code into `levels`
+    (0: a row without the scored resource; None: too many distinct amounts to tabulate)."""
+
+    __slots__ = ("bounds", "codes", "high_of", "level_of", "levels", "low_of")
+
+    def __init__(self, low_of: np.ndarray, high_of: np.ndarray) -> None:
+        self.low_of, self.high_of = low_of, high_of
+        self.bounds: tuple[float, float] | None = None
+        self.codes: np.ndarray | None = None
+        self.levels: list[float] = []
+        self.level_of: dict[float, int] = {}
+
+
+def _bounds(low_of: np.ndarray, high_of: np.ndarray) -> tuple[float, float] | None:
+    """The least and the most free amount among the scored rows (None: no row is scored)."""
+    low = float(low_of.min()) if len(low_of) else np.inf
+    if low == np.inf:
+        return None
+    return low, float(high_of.max())
 
 
 def _factory(args: dict[str, str]) -> NodePlacementPlugin:
