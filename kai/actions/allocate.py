@@ -14,7 +14,20 @@ from kai.model import ALLOCATED, PodGroupInfo, PodInfo, PodStatus
 
 
 def _candidates(ssn: Session) -> list[PodGroupInfo]:
-    return [job for job in ssn.jobs.values() if job.has_pending() and job.is_ready()]
+    """Jobs with a pending pod that are ready (as `has_pending() and is_ready()`, with the common case of
+    one leaf read straight from its status counters: this scans every job of the cluster)."""
+    found = []
+    pending = PodStatus.PENDING
+    for job in ssn.jobs.values():
+        leaves = job.leaves
+        if len(leaves) == 1:
+            if not leaves[0].counts().get(pending, 0):
+                continue
+        elif not job.has_pending():
+            continue
+        if job.is_ready():
+            found.append(job)
+    return found
 
 
 class FreeResources:
@@ -57,6 +70,7 @@ def _allocate(ssn: Session) -> None:
         _candidates(ssn),
         ssn.config.queue_depth_per_action.get("allocate"),
         defer_for_pop=None if free is None else (lambda: free.too_big),
+        stable_keys=True,
     )
     while (job := queue.pop()) is not None:
         tasks = tasks_to_allocate(ssn, job)
