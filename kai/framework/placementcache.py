@@ -101,7 +101,7 @@ class PlacementCache:
         elif entry.pos < len(log):
             rows = log[entry.pos :]
             self._update(entry, task, rows if len(rows) == 1 else sorted(set(rows)), len(log))
-        best = int(np.argmax(entry.masked))
+        best = int(entry.masked.argmax())
         if not entry.candidates[best] and not entry.candidates.any():
             return None
         return best, bool(entry.fits_idle[best])
@@ -167,10 +167,9 @@ class PlacementCache:
         ctx = entry.ctx
         ctx.task = task
         assert self.scorers is not None
-        at = np.array(rows, dtype=np.intp)
         first = -1
         for i, (scorer, part) in enumerate(zip(self.scorers, entry.parts, strict=True)):
-            if not scorer.update(ctx, part, at) and first < 0:
+            if not scorer.update(ctx, part, rows) and first < 0:
                 first = i
         end = len(entry.parts) if first < 0 else first
         sums, parts = entry.sums, entry.parts

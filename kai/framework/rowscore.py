@@ -48,7 +48,7 @@ class RowScorer:
             values = values.copy()  # the scorer may hand out an array it keeps: the cache changes its copy
         return Scored(values)
 
-    def update(self, ctx: PlacementContext, scored: Scored, rows: np.ndarray) -> bool:
+    def update(self, ctx: PlacementContext, scored: Scored, rows: list[int]) -> bool:
         """Bring `scored` up to date after the node rows `rows` changed. True: only those rows of
         `scored.values` changed (updated in place); False: `scored.values` was replaced as a whole."""
         fresh = self(ctx)

@@ -109,7 +109,7 @@ class _SharingScorer(RowScorer):
     def start(self, ctx: PlacementContext) -> Scored:
         return Scored(0.0)
 
-    def update(self, ctx: PlacementContext, kept: Scored, rows: np.ndarray) -> bool:
+    def update(self, ctx: PlacementContext, kept: Scored, rows: list[int]) -> bool:
         return True
 
 

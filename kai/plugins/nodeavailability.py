@@ -34,8 +34,10 @@ class _Scorer(RowScorer):
     def start(self, ctx: PlacementContext) -> Scored:
         return Scored(ctx.fits_idle * SCORE)
 
-    def update(self, ctx: PlacementContext, kept: Scored, rows: np.ndarray) -> bool:
-        kept.values[rows] = ctx.fits_idle[rows] * SCORE  # type: ignore[index]
+    def update(self, ctx: PlacementContext, kept: Scored, rows: list[int]) -> bool:
+        values, fits_idle = kept.values, ctx.fits_idle
+        for row in rows:
+            values[row] = SCORE if fits_idle[row] else 0.0  # type: ignore[index]
         return True
 
 

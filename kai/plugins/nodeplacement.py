@@ -66,13 +66,14 @@ class NodePlacementPlugin:
 
 
 LEVELS = 256  # most distinct free amounts the incremental bin-packing score tabulates
+SCAN = 24  # up to this many, the bounds are read from per-amount counts instead of the masked columns
 
 
 class _Scorer(RowScorer):
     """The plugin's score, kept up to date on changed rows. Spread's value at a row depends on that row
-    only. Bin-packing's also depends on the least and the most free amount among the scored candidates
-    (kept as two masked columns): when either moves, every row's value changes; it is then computed once
-    per distinct free amount (a row's value depends only on its free amount) and gathered by row."""
+    only. Bin-packing's also depends on the least and the most free amount among the scored candidates:
+    when either moves, every row's value changes; it is then computed once per distinct free amount (a
+    row's value depends only on its free amount) and gathered by row."""
 
     def __init__(self, plugin: NodePlacementPlugin) -> None:
         self.plugin = plugin
@@ -91,54 +92,71 @@ class _Scorer(RowScorer):
 
     def start(self, ctx: PlacementContext) -> Scored:
         col, strategy = self._column(ctx)
+        plugin = self.plugin
+        nodes = plugin.ssn.nodes
         if strategy == "spread":
-            return Scored(self.plugin.score(ctx))  # np.where: a fresh array
-        nodes = self.plugin.ssn.nodes
-        has = self.plugin.has[col]
+            return Scored(plugin.score(ctx), _Spread(col, plugin.spread_valid[col], plugin.spread_denominator[col]))
+        has = plugin.has[col]
         free = nodes.idle_cols[col] + nodes.releasing_cols[col]
         scored = ctx.candidates & has
-        state = _Binpack(np.where(scored, free, np.inf), np.where(scored, free, -np.inf))
+        state = _Binpack(col, has, np.where(scored, free, np.inf), np.where(scored, free, -np.inf))
         state.bounds = _bounds(state.low_of, state.high_of)
         levels, inverse = np.unique(free[has], return_inverse=True)
         if len(levels) <= LEVELS:
-            state.codes = np.zeros(len(free), dtype=np.intp)
-            state.codes[has] = inverse + 1
+            codes = np.zeros(len(free), dtype=np.intp)
+            codes[has] = inverse + 1
+            state.codes = codes
             state.levels = levels.tolist()
             state.level_of = {v: i + 1 for i, v in enumerate(state.levels)}
-        return Scored(self.plugin.score(ctx), state)
+            scored_codes = np.where(scored, codes, 0)
+            state.scored_code = scored_codes.tolist()
+            state.count = np.bincount(scored_codes, minlength=len(levels) + 1).tolist()
+            state.count[0] = 0
+        return Scored(plugin.score(ctx), state)
 
-    def update(self, ctx: PlacementContext, kept: Scored, rows: np.ndarray) -> bool:
-        col, strategy = self._column(ctx)
-        plugin = self.plugin
-        nodes = plugin.ssn.nodes
-        idle, releasing = nodes.idle_cols[col], nodes.releasing_cols[col]
+    def update(self, ctx: PlacementContext, kept: Scored, rows: list[int]) -> bool:
+        state = kept.state
+        nodes = self.plugin.ssn.nodes
+        idle, releasing = nodes.idle_cols[state.col], nodes.releasing_cols[state.col]
         values = kept.values
-        if strategy == "spread":
-            valid, denominator = plugin.spread_valid[col], plugin.spread_denominator[col]
-            for row in rows.tolist():
+        if isinstance(state, _Spread):
+            valid, denominator = state.valid, state.denominator
+            for row in rows:
                 values[row] = (idle[row] + releasing[row]) / denominator[row] if valid[row] else 0.0  # type: ignore[index]
             return True
-        state: _Binpack = kept.state
-        has, candidates = plugin.has[col], ctx.candidates
+        assert isinstance(state, _Binpack)
+        has, candidates = state.has, ctx.candidates
         low_of, high_of, codes = state.low_of, state.high_of, state.codes
         changed = []
-        for row in rows.tolist():
+        for row in rows:
             free = idle[row] + releasing[row]
             changed.append(free)
-            if candidates[row] and has[row]:
+            scored = candidates[row] and has[row]
+            if scored:
                 low_of[row] = high_of[row] = free
             else:
                 low_of[row], high_of[row] = np.inf, -np.inf
-            if codes is not None and has[row]:
-                code = state.level_of.get(free)
-                if code is None:
-                    if len(state.levels) >= LEVELS:
-                        state.codes = codes = None
-                        continue
-                    code = state.level_of[free] = len(state.levels) + 1
-                    state.levels.append(free)
-                codes[row] = code
-        now = _bounds(low_of, high_of)
+            if codes is not None:
+                code = 0
+                if has[row]:
+                    code = state.level_of.get(free, -1)
+                    if code < 0:
+                        if len(state.levels) >= LEVELS:
+                            state.codes = codes = None
+                            continue
+                        code = state.level_of[free] = len(state.levels) + 1
+                        state.levels.append(free)
+                        state.count.append(0)
+                    codes[row] = code
+                old, new = state.scored_code[row], code if scored else 0
+                if old != new:
+                    state.count[old] -= 1
+                    state.count[new] += 1
+                    state.scored_code[row] = new
+        if codes is not None and len(state.levels) <= SCAN:
+            now = _counted_bounds(state.levels, state.count)
+        else:
+            now = _bounds(low_of, high_of)
         bounds, state.bounds = state.bounds, now
         if now is None:
             if bounds is None:
@@ -148,7 +166,7 @@ class _Scorer(RowScorer):
         low, high = now
         if now != bounds or not isinstance(values, np.ndarray):
             if state.codes is None:
-                kept.values = plugin.score(ctx)
+                kept.values = self.plugin.score(ctx)
                 return False
             table = np.empty(len(state.levels) + 1)
             table[0] = 0.0
@@ -156,10 +174,10 @@ class _Scorer(RowScorer):
                 table[1:] = MAX_SCORE
             else:
                 table[1:] = MAX_SCORE * (1.0 - (np.array(state.levels) - low) / (high - low))
-            kept.values = table[state.codes]
+            kept.values = table.take(state.codes)
             return False
         flat = high - low <= 1e-9
-        for row, free in zip(rows.tolist(), changed, strict=True):
+        for row, free in zip(rows, changed, strict=True):
             if not has[row]:
                 values[row] = 0.0
             elif flat:
@@ -169,27 +187,45 @@ class _Scorer(RowScorer):
         return True
 
 
+class _Spread:
+    __slots__ = ("col", "denominator", "valid")
+
+    def __init__(self, col: int, valid: np.ndarray, denominator: np.ndarray) -> None:
+        self.col, self.valid, self.denominator = col, valid, denominator
+
+
 class _Binpack:
     """What the incremental bin-packing score keeps: per row the free amount where scored (+inf / -inf
-    elsewhere, for the least / the most), the bounds, and each row's free amount as a code into `levels`
-    (0: a row without the scored resource; None: too many distinct amounts to tabulate)."""
+    elsewhere, for the least / the most), the bounds, each row's free amount as a code into `levels`
+    (0: a row without the scored resource; None: too many distinct amounts to tabulate), and per code
+    how many scored rows have it."""
 
-    __slots__ = ("bounds", "codes", "high_of", "level_of", "levels", "low_of")
+    __slots__ = ("bounds", "codes", "col", "count", "has", "high_of", "level_of", "levels", "low_of", "scored_code")
 
-    def __init__(self, low_of: np.ndarray, high_of: np.ndarray) -> None:
+    def __init__(self, col: int, has: np.ndarray, low_of: np.ndarray, high_of: np.ndarray) -> None:
+        self.col, self.has = col, has
         self.low_of, self.high_of = low_of, high_of
         self.bounds: tuple[float, float] | None = None
         self.codes: np.ndarray | None = None
         self.levels: list[float] = []
         self.level_of: dict[float, int] = {}
+        self.scored_code: list[int] = []  # per row: its code while it is a scored candidate, else 0
+        self.count: list[int] = []
 
 
 def _bounds(low_of: np.ndarray, high_of: np.ndarray) -> tuple[float, float] | None:
     """The least and the most free amount among the scored rows (None: no row is scored)."""
-    low = float(low_of.min()) if len(low_of) else np.inf
+    low = float(np.minimum.reduce(low_of)) if len(low_of) else np.inf
     if low == np.inf:
         return None
-    return low, float(high_of.max())
+    return low, float(np.maximum.reduce(high_of))
+
+
+def _counted_bounds(levels: list[float], count: list[int]) -> tuple[float, float] | None:
+    present = [level for level, n in zip(levels, count[1:], strict=True) if n]
+    if not present:
+        return None
+    return float(min(present)), float(max(present))
 
 
 def _factory(args: dict[str, str]) -> NodePlacementPlugin:

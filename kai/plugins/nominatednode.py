@@ -44,7 +44,7 @@ class _Scorer(RowScorer):
     def start(self, ctx: PlacementContext) -> Scored:
         return Scored(self(ctx))
 
-    def update(self, ctx: PlacementContext, kept: Scored, rows: np.ndarray) -> bool:
+    def update(self, ctx: PlacementContext, kept: Scored, rows: list[int]) -> bool:
         return True
 
 

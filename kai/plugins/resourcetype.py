@@ -43,7 +43,7 @@ class _Scorer(RowScorer):
     def start(self, ctx: PlacementContext) -> Scored:
         return Scored(self.plugin.score(ctx))  # never changed: the update leaves it as it is
 
-    def update(self, ctx: PlacementContext, kept: Scored, rows: np.ndarray) -> bool:
+    def update(self, ctx: PlacementContext, kept: Scored, rows: list[int]) -> bool:
         return True
 
 
