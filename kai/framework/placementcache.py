@@ -44,9 +44,9 @@ class _Entry:
     ctx: PlacementContext
     parts: list[Scored]
     # sums[i]: the score summed over parts[:i + 1], in hook order, as find_node adds them (0.0 + the first
-    # part + ...); a part that is the scalar 0.0 adds nothing and its sum is the previous one.
-    sums: list[np.ndarray | float]
-    masked: np.ndarray  # the total where candidate, -inf elsewhere
+    # part + ...), at candidate rows; -inf at the others (scores are finite: -inf stays -inf). A part that
+    # is the scalar 0.0 adds nothing and its sum is the previous one.
+    sums: list[np.ndarray]
 
 
 class PlacementCache:
@@ -101,7 +101,7 @@ class PlacementCache:
         elif entry.pos < len(log):
             rows = log[entry.pos :]
             self._update(entry, task, rows if len(rows) == 1 else sorted(set(rows)), len(log))
-        best = int(entry.masked.argmax())
+        best = int(entry.sums[-1].argmax())
         if not entry.candidates[best] and not entry.candidates.any():
             return None
         return best, bool(entry.fits_idle[best])
@@ -126,24 +126,21 @@ class PlacementCache:
         ctx = PlacementContext(task, vec, columns, candidates, fits_idle)
         assert self.scorers is not None
         parts = [scorer.start(ctx) for scorer in self.scorers]
-        entry = _Entry(pos, (vec, *filtered), mask, need, pipeline, fits_idle, candidates, ctx, parts, [], candidates)
+        entry = _Entry(pos, (vec, *filtered), mask, need, pipeline, fits_idle, candidates, ctx, parts, [])
         self._sum_from(entry, 0)
         return entry
 
     @staticmethod
     def _sum_from(entry: _Entry, first: int) -> None:
-        """Recompute the sums from part `first` on (the earlier ones are up to date), and the masked total."""
+        """Recompute the sums from part `first` on (the earlier ones are up to date)."""
         sums = entry.sums
         del sums[first:]
-        total: np.ndarray | float = sums[-1] if sums else 0.0
+        total = sums[-1] if sums else np.where(entry.candidates, 0.0, -np.inf)
         for part in entry.parts[first:]:
             values = part.values
             if isinstance(values, np.ndarray) or values != 0.0:
                 total = total + values
             sums.append(total)
-        if not isinstance(total, np.ndarray):
-            total = np.full(len(entry.candidates), total)
-        entry.masked = np.where(entry.candidates, total, -np.inf)
 
     def _update(self, entry: _Entry, task: PodInfo, rows: list[int], pos: int) -> None:
         nodes = self.ssn.nodes
@@ -174,6 +171,7 @@ class PlacementCache:
         end = len(entry.parts) if first < 0 else first
         sums, parts = entry.sums, entry.parts
         for row in rows:
+            candidate = candidates[row]
             total: Any = 0.0
             for i in range(end):
                 values = parts[i].values
@@ -181,13 +179,7 @@ class PlacementCache:
                     total = total + values[row]
                 elif values != 0.0:
                     total = total + values
-                else:
-                    continue
-                kept = sums[i]
-                if isinstance(kept, np.ndarray):
-                    kept[row] = total
-            if first < 0:
-                entry.masked[row] = total if candidates[row] else -np.inf
+                sums[i][row] = total if candidate else -np.inf
         if first >= 0:
             self._sum_from(entry, first)
 

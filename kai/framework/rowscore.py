@@ -5,7 +5,8 @@ row. A RowScorer is also such a callable, and in addition lets the placement cac
 (kai.framework.placementcache) keep its score for a kind of task across placements: `start` scores all
 rows once, and `update` revises that score after the node rows in `rows` changed (a pod placed there,
 or taken away by a rollback). The values must be exactly what calling the scorer would give now, so
-that cached and uncached placements pick the same node.
+that cached and uncached placements pick the same node, and finite (the cache keeps -inf at rows that
+are not candidates and adds scores to it).
 
 `signature(task)` names everything of the task the score depends on, besides the node state and the
 context's arrays (None: this task cannot be scored incrementally; the placement core then calls the
