@@ -5,6 +5,7 @@ node with the largest free share. Scores lie in 0..9.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 import numpy as np
@@ -107,6 +108,7 @@ class _Scorer(RowScorer):
             codes[has] = inverse + 1
             state.codes = codes
             state.levels = levels.tolist()
+            state.order = list(range(1, len(levels) + 1))  # np.unique sorts
             state.level_of = {v: i + 1 for i, v in enumerate(state.levels)}
             scored_codes = np.where(scored, codes, 0)
             state.scored_code = scored_codes.tolist()
@@ -147,6 +149,8 @@ class _Scorer(RowScorer):
                         code = state.level_of[free] = len(state.levels) + 1
                         state.levels.append(free)
                         state.count.append(0)
+                        levels = state.levels
+                        bisect.insort(state.order, code, key=lambda c: levels[c - 1])
                     codes[row] = code
                 old, new = state.scored_code[row], code if scored else 0
                 if old != new:
@@ -154,7 +158,7 @@ class _Scorer(RowScorer):
                     state.count[new] += 1
                     state.scored_code[row] = new
         if codes is not None and len(state.levels) <= SCAN:
-            now = _counted_bounds(state.levels, state.count)
+            now = _counted_bounds(state.levels, state.order, state.count)
         else:
             now = _bounds(low_of, high_of)
         bounds, state.bounds = state.bounds, now
@@ -168,13 +172,15 @@ class _Scorer(RowScorer):
             if state.codes is None:
                 kept.values = self.plugin.score(ctx)
                 return False
-            table = np.empty(len(state.levels) + 1)
-            table[0] = 0.0
             if high - low <= 1e-9:
-                table[1:] = MAX_SCORE
+                table = np.array([0.0] + [MAX_SCORE] * len(state.levels))
+            else:  # the same float operations as score()'s, one amount at a time
+                span = high - low
+                table = np.array([0.0] + [MAX_SCORE * (1.0 - (level - low) / span) for level in state.levels])
+            if isinstance(values, np.ndarray):
+                kept.values = np.take(table, state.codes, out=values)
             else:
-                table[1:] = MAX_SCORE * (1.0 - (np.array(state.levels) - low) / (high - low))
-            kept.values = table.take(state.codes)
+                kept.values = table.take(state.codes)
             return False
         flat = high - low <= 1e-9
         for row, free in zip(rows, changed, strict=True):
@@ -200,7 +206,19 @@ class _Binpack:
     (0: a row without the scored resource; None: too many distinct amounts to tabulate), and per code
     how many scored rows have it."""
 
-    __slots__ = ("bounds", "codes", "col", "count", "has", "high_of", "level_of", "levels", "low_of", "scored_code")
+    __slots__ = (
+        "bounds",
+        "codes",
+        "col",
+        "count",
+        "has",
+        "high_of",
+        "level_of",
+        "levels",
+        "low_of",
+        "order",
+        "scored_code",
+    )
 
     def __init__(self, col: int, has: np.ndarray, low_of: np.ndarray, high_of: np.ndarray) -> None:
         self.col, self.has = col, has
@@ -210,7 +228,8 @@ class _Binpack:
         self.levels: list[float] = []
         self.level_of: dict[float, int] = {}
         self.scored_code: list[int] = []  # per row: its code while it is a scored candidate, else 0
-        self.count: list[int] = []
+        self.count: list[int] = []  # per code: scored rows with it
+        self.order: list[int] = []  # the codes by their free amount, least first
 
 
 def _bounds(low_of: np.ndarray, high_of: np.ndarray) -> tuple[float, float] | None:
@@ -221,11 +240,17 @@ def _bounds(low_of: np.ndarray, high_of: np.ndarray) -> tuple[float, float] | No
     return low, float(np.maximum.reduce(high_of))
 
 
-def _counted_bounds(levels: list[float], count: list[int]) -> tuple[float, float] | None:
-    present = [level for level, n in zip(levels, count[1:], strict=True) if n]
-    if not present:
+def _counted_bounds(levels: list[float], order: list[int], count: list[int]) -> tuple[float, float] | None:
+    """The least and the most free amount among the scored rows, from the per-code counts."""
+    for low_code in order:
+        if count[low_code]:
+            break
+    else:
         return None
-    return float(min(present)), float(max(present))
+    for high_code in reversed(order):
+        if count[high_code]:
+            break
+    return float(levels[low_code - 1]), float(levels[high_code - 1])
 
 
 def _factory(args: dict[str, str]) -> NodePlacementPlugin:
