@@ -43,9 +43,9 @@ class _Entry:
     candidates: np.ndarray
     ctx: PlacementContext
     parts: list[Scored]
-    # sums[i]: the score summed over parts[:i + 1], in hook order, as find_node adds them (0.0 + the first
+    # sums[i]: the score summed over parts[:i], in hook order, as find_node adds them (0.0 + the first
     # part + ...), at candidate rows; -inf at the others (scores are finite: -inf stays -inf). A part that
-    # is the scalar 0.0 adds nothing and its sum is the previous one.
+    # is the scalar 0.0 adds nothing and its sum is the previous one. sums[-1] is the total.
     sums: list[np.ndarray]
 
 
@@ -134,8 +134,10 @@ class PlacementCache:
     def _sum_from(entry: _Entry, first: int) -> None:
         """Recompute the sums from part `first` on (the earlier ones are up to date)."""
         sums = entry.sums
-        del sums[first:]
-        total = sums[-1] if sums else np.where(entry.candidates, 0.0, -np.inf)
+        del sums[first + 1 :]
+        total = sums[first] if sums else np.where(entry.candidates, 0.0, -np.inf)
+        if not sums:
+            sums.append(total)
         for part in entry.parts[first:]:
             values = part.values
             if isinstance(values, np.ndarray) or values != 0.0:
@@ -173,13 +175,14 @@ class PlacementCache:
         for row in rows:
             candidate = candidates[row]
             total: Any = 0.0
+            sums[0][row] = total if candidate else -np.inf
             for i in range(end):
                 values = parts[i].values
                 if isinstance(values, np.ndarray):
                     total = total + values[row]
                 elif values != 0.0:
                     total = total + values
-                sums[i][row] = total if candidate else -np.inf
+                sums[i + 1][row] = total if candidate else -np.inf
         if first >= 0:
             self._sum_from(entry, first)
 
