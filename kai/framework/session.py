@@ -61,6 +61,9 @@ class NodeState:
         # False while nothing on any node is being released (find_node then skips the releasing columns).
         # Whoever adds to `releasing` sets it (Statement, SharedGpus, the session's loading).
         self.maybe_releasing = False
+        # Every row whose idle or releasing resources changed, in order (whoever changes a row appends it:
+        # the Statement, for itself and for SharedGpus): the placement cache updates what it keeps from it.
+        self.changed: list[int] = []
         self.idle_cols = [self.idle[:, c] for c in range(width)]
         self.releasing_cols = [self.releasing[:, c] for c in range(width)]
 
@@ -129,6 +132,9 @@ class NamedFilter:
     name: str
     reason: str  # "N node(s) <reason>"
     fn: NodeFilter
+    # True: the answer depends only on the task (and nodes' fixed properties), never on where other pods
+    # are, and a mask it returns is never changed afterwards (the placement cache keys on it).
+    static: bool = False
 
 
 NodeFit = Callable[[PodInfo], "tuple[np.ndarray, np.ndarray] | None"]
