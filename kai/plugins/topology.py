@@ -149,10 +149,10 @@ class TopologyPlugin:
         if isinstance(levels, Status):
             return levels
         base = self._candidate_nodes(tree, request, constraint)
-        free = self.ssn.nodes.idle + self.ssn.nodes.releasing
+        nodes = self.ssn.nodes
+        free = (nodes.idle + nodes.releasing)[base]
         shape = self._shape(tasks)
-        per_node = _pods_per_node(free, shape, base)
-        batch = _Batch(free, shape.total, shape.columns, per_node, shape.mixed, shape.count)
+        batch = _Batch(free, shape.total, shape.columns, _copies(free, shape), shape.mixed, shape.count)
         rooms = _rooms(tree, levels, self._stacked_ids(tree, levels), base, batch)
         candidates = self._candidates(tree, levels, rooms, base)
         if not candidates:
@@ -382,10 +382,10 @@ def _set_pods(request: SubsetRequest) -> list[PodInfo]:
 class _Batch:
     """What the domains are measured against: free room per node and the batch's requests."""
 
-    free: np.ndarray  # idle + releasing per node and resource
+    free: np.ndarray  # idle + releasing per candidate node (the rows of `base`, in node order) and resource
     total: np.ndarray  # the batch's summed request
     columns: np.ndarray  # resources the batch requests
-    per_node: np.ndarray  # pods of the batch each candidate node can hold
+    per_node: np.ndarray  # pods of the batch each candidate node can hold (the rows of `free`)
     mixed: bool  # the batch's tasks request different amounts
     count: int
 
@@ -401,7 +401,7 @@ def _rooms(
     size = sum(sizes)
     ids = stacked[:, base].ravel()
     nodes = np.bincount(ids, minlength=size)
-    pods = np.bincount(ids, weights=np.tile(batch.per_node[base], len(depths)), minlength=size)
+    pods = np.bincount(ids, weights=np.tile(batch.per_node, len(depths)), minlength=size)
     fits = (pods >= batch.count) & (nodes > 0)
     columns = batch.columns
     if columns.size == 0:
@@ -409,7 +409,7 @@ def _rooms(
     else:
         width = columns.size
         flat = (ids[:, None] * width + np.arange(width)).ravel()
-        weights = np.tile(batch.free[base][:, columns], (len(depths), 1)).ravel()
+        weights = np.tile(batch.free[:, columns], (len(depths), 1)).ravel()
         dom_free = np.bincount(flat, weights=weights, minlength=size * width).reshape(size, width)
         total = batch.total[columns]
         ratio = np.where(dom_free > EPS, total / np.maximum(dom_free, EPS), np.inf).max(axis=1)
@@ -429,7 +429,7 @@ def _room(tree: DomainTree, depth: int, base: np.ndarray, batch: _Batch) -> _Roo
     ids = tree.domain_ids(depth)[base]
     size = tree.domain_count(depth)
     nodes = np.bincount(ids, minlength=size)
-    pods = np.bincount(ids, weights=batch.per_node[base], minlength=size)
+    pods = np.bincount(ids, weights=batch.per_node, minlength=size)
     fits = (pods >= batch.count) & (nodes > 0)
     columns = batch.columns
     if columns.size == 0:
@@ -437,7 +437,7 @@ def _room(tree: DomainTree, depth: int, base: np.ndarray, batch: _Batch) -> _Roo
     # Free room per domain and requested resource, all columns in one bincount (sums in node order).
     width = columns.size
     flat = (ids[:, None] * width + np.arange(width)).ravel()
-    dom_free = np.bincount(flat, weights=batch.free[base][:, columns].ravel(), minlength=size * width)
+    dom_free = np.bincount(flat, weights=batch.free[:, columns].ravel(), minlength=size * width)
     dom_free = dom_free.reshape(size, width)
     total = batch.total[columns]
     ratio = np.where(dom_free > EPS, total / np.maximum(dom_free, EPS), np.inf).max(axis=1)
@@ -473,12 +473,6 @@ class _Shape:
         unit = np.min(vectors, axis=0) if mixed else first
         unit_columns = columns[unit[columns] > EPS]
         return _Shape(total, columns, mixed, unit, unit_columns, unit[unit_columns], count)
-
-
-def _pods_per_node(free: np.ndarray, shape: _Shape, base: np.ndarray) -> np.ndarray:
-    """How many pods of the batch each candidate node can hold (copies of the shape's unit), capped at
-    the batch size; 0 off the candidate nodes."""
-    return np.where(base, _copies(free, shape), 0.0)
 
 
 def _copies(free: np.ndarray, shape: _Shape) -> np.ndarray:
