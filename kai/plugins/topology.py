@@ -226,8 +226,10 @@ class TopologyPlugin:
             else:
                 base = tree.member & self.ssn.nodes.usable
                 rows = None if base.all() else np.flatnonzero(base)
-                ids = [tree.domain_ids(d) if rows is None else tree.domain_ids(d)[rows] for d in depths]
-                self.member_levels[key] = _MemberLevels(rows, ids, [tree.domain_count(d) for d in depths])
+                stacked = self._stacked_ids(tree, depths)
+                ids = (stacked if rows is None else stacked[:, rows]).ravel()
+                size = sum(tree.domain_count(d) for d in depths)
+                self.member_levels[key] = _MemberLevels(rows, ids, len(depths), size)
         return self.member_levels[key]
 
     def _relevant_depths(self, tree: DomainTree, constraint: TopologyConstraint, who: str) -> list[int] | Status:
@@ -490,8 +492,10 @@ class _MemberLevels:
     """A constraint's relevant levels over the usable nodes of its topology (the pre-check's domains)."""
 
     rows: np.ndarray | None  # the node rows (None: every node)
-    ids: list[np.ndarray]  # per level: domain index of each of those nodes
-    sizes: list[int]  # per level: domain count
+    ids: np.ndarray  # domain index of each of those nodes, level after level, each level's indices after
+    # those of the levels before it (one bincount measures every level's domains)
+    levels: int  # how many levels `ids` holds
+    size: int  # domains of all those levels
 
 
 def _room_somewhere(levels: _MemberLevels, shape: _Shape, free: np.ndarray) -> bool:
@@ -499,18 +503,17 @@ def _room_somewhere(levels: _MemberLevels, shape: _Shape, free: np.ndarray) -> b
     (whole pods per node; for a mixed batch also the free sum of each requested resource)."""
     room = free if levels.rows is None else free[levels.rows]
     per = _copies(room, shape)
-    count = shape.count
-    if shape.mixed:
+    if levels.levels > 1:
+        per = np.tile(per, levels.levels)
+    fits = np.bincount(levels.ids, weights=per, minlength=levels.size) >= shape.count
+    if shape.mixed and fits.any():
         need = shape.total[shape.columns] - EPS
         sums = room[:, shape.columns]
-    for ids, size in zip(levels.ids, levels.sizes, strict=True):
-        fits = np.bincount(ids, weights=per, minlength=size) >= count
-        if shape.mixed:
-            for j in range(need.size):
-                fits &= np.bincount(ids, weights=sums[:, j], minlength=size) >= need[j]
-        if fits.any():
-            return True
-    return False
+        if levels.levels > 1:
+            sums = np.tile(sums, (levels.levels, 1))
+        for j in range(need.size):
+            fits &= np.bincount(levels.ids, weights=sums[:, j], minlength=levels.size) >= need[j]
+    return bool(fits.any())
 
 
 def _enclosing_domain(tree: DomainTree, base: np.ndarray) -> str:
