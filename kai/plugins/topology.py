@@ -46,6 +46,7 @@ ROOT = -1  # depth of the implicit root domain, which holds every node of the to
 ROOT_NAME = "root"
 SCORE_STEP = 10_000.0
 REASON = "PodSchedulingErrors"
+ANSWERS_KEPT = 512  # SubsetNodes answers kept per session (all are dropped when full)
 
 
 @dataclass(slots=True)
@@ -122,6 +123,7 @@ class TopologyPlugin:
         self.member_levels: dict[tuple[str, str, str], _MemberLevels | None] = {}
         self.shapes: dict[tuple[int, ...], _Shape] = {}
         self.stacked: dict[tuple[str | int, ...], np.ndarray] = {}
+        self.answers: dict[tuple[object, ...], list[tuple[np.ndarray, np.ndarray | None, str]] | dict[int, _Room]] = {}
         if any(_constrained(job) for job in ssn.jobs.values()):
             ssn.hooks.subset_nodes.append(self.subset_nodes)
             ssn.hooks.placement_possible.append(self.placement_possible)
@@ -152,11 +154,30 @@ class TopologyPlugin:
         nodes = self.ssn.nodes
         free = (nodes.idle + nodes.releasing)[base]
         shape = self._shape(tasks)
+        # The answer depends only on these: trials that free nodes outside the candidates (or none of the
+        # batch's resources) ask the same question again.
+        room = free[:, shape.columns].tobytes()
+        key = (tree.name, *levels, constraint.preferred_level, id(shape), base.tobytes(), room)
+        found = self.answers.get(key)
+        if found is None:
+            if len(self.answers) >= ANSWERS_KEPT:
+                self.answers.clear()
+            found = self.answers[key] = self._answer(tree, constraint, levels, base, free, shape)
+        if isinstance(found, dict):  # no candidate: the rooms, for the message
+            return self._failure(tree, constraint, levels, found, base, who, len(tasks))
+        return [NodeSubset(mask, scores, name) for mask, scores, name in found]
+
+    def _answer(
+        self, tree: DomainTree, constraint: TopologyConstraint, levels: list[int], base: np.ndarray,
+        free: np.ndarray, shape: _Shape,
+    ) -> list[tuple[np.ndarray, np.ndarray | None, str]] | dict[int, _Room]:
+        """Steps 2-4 for candidate nodes `base` with free room `free` (their rows): the candidates (mask,
+        scores, name; read-only arrays, as they are kept), or when there is none the rooms per level."""
         batch = _Batch(free, shape.total, shape.columns, _copies(free, shape), shape.mixed, shape.count)
         rooms = _rooms(tree, levels, self._stacked_ids(tree, levels), base, batch)
         candidates = self._candidates(tree, levels, rooms, base)
         if not candidates:
-            return self._failure(tree, constraint, levels, rooms, base, who, len(tasks))
+            return rooms
         preferred = tree.depth(constraint.preferred_level) if constraint.preferred_level else None
         out = []
         for depth, index, mask in candidates:
@@ -164,7 +185,9 @@ class TopologyPlugin:
             if preferred is not None and depth < preferred:
                 room = rooms.get(preferred) or _room(tree, preferred, base, batch)
                 scores = _preferred_scores(tree, preferred, room, mask)
-            out.append(NodeSubset(mask, scores, f"topology domain {tree.domain_name(depth, index)}"))
+                scores.flags.writeable = False
+            mask.flags.writeable = False
+            out.append((mask, scores, f"topology domain {tree.domain_name(depth, index)}"))
         return out
 
     # -- the PlacementPossible hook ----------------------------------------------------------------
