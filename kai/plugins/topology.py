@@ -297,9 +297,11 @@ class TopologyPlugin:
             assert depth is not None
             rows = [nodes.index[p.node] for p in _set_pods(request) if p.status in ACTIVE and p.node in nodes.index]
             if rows:
-                held = tree.ids[depth][rows]
-                held = held[held >= 0]
-                base &= np.isin(tree.ids[depth], held)
+                ids = tree.ids[depth]
+                kept = np.zeros(tree.domain_count(depth) + 1, dtype=bool)  # the last entry: outside (-1)
+                kept[ids[rows]] = True
+                kept[-1] = False
+                base &= kept[ids]
         return base
 
     def _candidates(
