@@ -23,6 +23,10 @@ sub-group set that carries a constraint:
    ranking inherit the parent's.
 5. No candidate: a failed status naming the topology, the level and the roomiest domain.
 
+Steps 2-4 depend only on the candidate nodes, their free room in the batch's resources and the batch, so
+the session keeps their answers under those: the victim trials of the evicting actions ask the same
+question again whenever a trial frees nothing among the candidates.
+
 For the evicting actions the plugin also answers the PlacementPossible question (a pre-check before a
 victim trial is simulated): steps 2-3 over every usable node of the topology with the free room the
 trial's evictions would leave, for the job and each constrained sub-group set. No fitting domain there
