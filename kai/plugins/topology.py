@@ -50,7 +50,7 @@ ROOT = -1  # depth of the implicit root domain, which holds every node of the to
 ROOT_NAME = "root"
 SCORE_STEP = 10_000.0
 REASON = "PodSchedulingErrors"
-ANSWERS_KEPT = 512  # SubsetNodes answers kept per session (all are dropped when full)
+ANSWER_BYTES_KEPT = 16 << 20  # about how much memory the session's kept SubsetNodes answers may take
 
 
 @dataclass(slots=True)
@@ -128,6 +128,7 @@ class TopologyPlugin:
         self.shapes: dict[tuple[int, ...], _Shape] = {}
         self.stacked: dict[tuple[str | int, ...], np.ndarray] = {}
         self.answers: dict[tuple[object, ...], list[tuple[np.ndarray, np.ndarray | None, str]] | dict[int, _Room]] = {}
+        self.answer_bytes = 0  # roughly (all are dropped when the next would pass ANSWER_BYTES_KEPT)
         if any(_constrained(job) for job in ssn.jobs.values()):
             ssn.hooks.subset_nodes.append(self.subset_nodes)
             ssn.hooks.placement_possible.append(self.placement_possible)
@@ -164,9 +165,13 @@ class TopologyPlugin:
         key = (tree.name, *levels, constraint.preferred_level, id(shape), base.tobytes(), room)
         found = self.answers.get(key)
         if found is None:
-            if len(self.answers) >= ANSWERS_KEPT:
+            found = self._answer(tree, constraint, levels, base, free, shape)
+            size = len(room) + base.size + _answer_bytes(found)
+            if self.answer_bytes + size > ANSWER_BYTES_KEPT:
                 self.answers.clear()
-            found = self.answers[key] = self._answer(tree, constraint, levels, base, free, shape)
+                self.answer_bytes = 0
+            self.answers[key] = found
+            self.answer_bytes += size
         if isinstance(found, dict):  # no candidate: the rooms, for the message
             return self._failure(tree, constraint, levels, found, base, who, len(tasks))
         return [NodeSubset(mask, scores, name) for mask, scores, name in found]
@@ -377,6 +382,13 @@ class TopologyPlugin:
             },
         )
         return Status(Code.UNSCHEDULABLE, REASON, message, cause)
+
+
+def _answer_bytes(found: list[tuple[np.ndarray, np.ndarray | None, str]] | dict[int, _Room]) -> int:
+    """The memory the arrays of a kept SubsetNodes answer take (about)."""
+    if isinstance(found, dict):
+        return sum(r.nodes.nbytes + r.pods.nbytes + r.fits.nbytes + r.ratio.nbytes for r in found.values())
+    return sum(mask.nbytes + (0 if scores is None else scores.nbytes) for mask, scores, _ in found)
 
 
 def _constrained(job: PodGroupInfo) -> bool:
