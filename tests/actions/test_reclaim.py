@@ -452,3 +452,30 @@ def test_an_elastic_gang_that_must_shrink_below_its_min_member_is_reclaimed_whol
     assert evictions(result) == {f"ns/j2-{i}": ("reclaim", "ns/j3") for i in range(3)}
     assert status(result, "ns/j0") == "Running"
     assert placed(result) == {"ns/j3": "n0"}
+
+
+def queue_led_by_a_job(first_gpus: int) -> list[dict]:
+    """n0 (4 GPUs) is full of queue a's j0 (1 GPU) and j2 (3 x 1 GPU, minMember 2). Queue c waits with j1
+    (`first_gpus`, older, so first in c's line) and j3 (2 GPUs). Quotas 2 and 2: fair shares 2 and 2."""
+    objects = [node("n0", gpus=4), gq("a", 2), gq("c", 2)]
+    objects += job("j0", "a", nodes="n0", age=100) + job("j2", "a", size=3, min_member=2, nodes="n0", age=90)
+    return objects + job("j1", "c", gpus=first_gpus, age=20) + job("j3", "c", gpus=2, age=10)
+
+
+def test_a_queue_whose_first_job_would_take_it_far_over_its_share_reclaims_nothing() -> None:
+    # j1 (4 GPUs) may not reclaim (0 + 4 > c's fair share 2); j3 may (0 + 2 <= 2), and evicting j2 whole
+    # frees 3 GPUs. The re-allocation after the eviction runs in queue order, and a queue is ranked by
+    # the first job in its line, pending jobs that are not part of the scenario included: c by j1,
+    # (0 + 4) / 4 = 1 of the cluster; a by j2's next batch, its minMember of 2 pods, (1 + 2) / 4 = 0.75.
+    # a goes first, j2 takes 2 GPUs back, 1 GPU is left for j3's 2: no scenario, nothing evicted.
+    result = run(queue_led_by_a_job(4), rounds=2)
+    assert result["rounds"][0]["evicted"] == [] and result["rounds"][1]["evicted"] == []
+    assert status(result, "ns/j2-0") == status(result, "ns/j2-2") == "Running"
+
+
+def test_a_queue_whose_first_job_is_smaller_reclaims_for_the_next_one() -> None:
+    # The same with j1 asking for 3 GPUs: c with j1 is (0 + 3) / 4 = 0.75, a tie with a; without the
+    # jobs c holds 0 and a 1: c goes first, j1 is not placed (it is no part of the scenario), j3 takes 2
+    # of the 3 freed GPUs and j2 (2 GPUs) finds 1. j2 is reclaimed whole, for j3.
+    result = run(queue_led_by_a_job(3), rounds=1)
+    assert evictions(result) == {f"ns/j2-{i}": ("reclaim", "ns/j3") for i in range(3)}
