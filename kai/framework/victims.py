@@ -455,13 +455,14 @@ class Solver:
 
     def _trial(self, recorded: list[Chunk], new: list[Chunk], k: int) -> int:
         """Evict `new`, allocate the job's first k tasks and the victims again (session order), then as
-        many more of the job's tasks as fit; validate. Returns the number of tasks solved (0: rejected,
+        many more of the job's tasks as fit (all of them: simulated again together); validate. Returns the number of tasks solved (0: rejected,
         state rolled back); `self.returned` names the victims back where they were."""
         stmt, tasks = self.stmt, self.tasks
         self.policy_rejected = False
         self.ssn.decisions.count("simulated", self.action)
         cp = stmt.checkpoint()
         self._evict(new)
+        cp_evicted = stmt.checkpoint()
         chunks = recorded + new
         outcome = self._simulate(chunks, k)
         if outcome is None:
@@ -469,7 +470,24 @@ class Solver:
             return 0
         replaced, returned = outcome
         cp_k = stmt.checkpoint()
-        placed = self._place(tasks, k, len(tasks)) if k < len(tasks) else k
+        n = len(tasks)
+        placed = self._place(tasks, k, n) if k < n else k
+        if placed == n > k:
+            # The scenario that completes the job is, as in KAI, the simulation of all of its tasks with
+            # the victims again in queue order (the job's later tasks then come before the victims that
+            # rank after it, which may land elsewhere than beside the greedy extras).
+            stmt.rollback(cp_evicted)
+            whole = self._simulate(chunks, n)
+            if whole is not None and self._valid(chunks, tasks, *whole):
+                self.solved_cp, self.returned = cp, whole[1]
+                return n
+            stmt.rollback(cp_evicted)
+            outcome = self._simulate(chunks, k)  # the first k tasks only, as before
+            if outcome is None:
+                stmt.rollback(cp)
+                return 0
+            replaced, returned = outcome
+            placed = k
         if self._valid(chunks, tasks[:placed], replaced, returned):
             self.solved_cp, self.returned = cp, returned
             return placed
