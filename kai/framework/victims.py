@@ -456,7 +456,8 @@ class Solver:
     def _trial(self, recorded: list[Chunk], new: list[Chunk], k: int) -> int:
         """Evict `new`, allocate the job's first k tasks and the victims again (session order), then as
         many more of the job's tasks as fit (all of them: simulated again together); validate. Returns
-        the number of tasks solved (0: rejected, state rolled back); `self.returned` names the victims back where they were."""
+        the number of tasks solved (0: rejected, state rolled back); `self.returned` names the victims
+        back where they were."""
         stmt, tasks = self.stmt, self.tasks
         self.policy_rejected = False
         self.ssn.decisions.count("simulated", self.action)
