@@ -480,7 +480,7 @@ class Solver:
             stmt.rollback(cp_evicted)
             whole = self._simulate(chunks, n)
             if whole is not None and self._valid(chunks, tasks, *whole):
-                self.solved_cp, self.returned = cp, whole[1]
+                self.solved_cp, self.solved_chunks, (self.replaced, self.returned) = cp, chunks, whole
                 return n
             stmt.rollback(cp_evicted)
             outcome = self._simulate(chunks, k)  # the first k tasks only, as before
@@ -490,12 +490,12 @@ class Solver:
             replaced, returned = outcome
             placed = k
         if self._valid(chunks, tasks[:placed], replaced, returned):
-            self.solved_cp, self.returned = cp, returned
+            self.solved_cp, self.solved_chunks, self.replaced, self.returned = cp, chunks, replaced, returned
             return placed
         if placed > k:
             stmt.rollback(cp_k)
             if self._valid(chunks, tasks[:k], replaced, returned):
-                self.solved_cp, self.returned = cp, returned
+                self.solved_cp, self.solved_chunks, self.replaced, self.returned = cp, chunks, replaced, returned
                 return k
         stmt.rollback(cp)
         return 0
@@ -529,6 +529,8 @@ class Solver:
         recorded: list[Chunk] = []
         potential: dict[int, list[Chunk]] = {}  # node row -> popped chunks with pods there
         self.returned: set[str] = set()
+        self.replaced: set[str] = set()
+        self.solved_chunks: list[Chunk] = []
         solved = 0  # a scenario without victims is never accepted for the first task
         while solved < n:
             k = solved + 1
@@ -577,8 +579,26 @@ class Solver:
                             potential[r] = [c for c in potential.get(r, []) if id(c) not in taken]
                         break
             solved = step
-        self._finish(recorded)
+            recorded = self._still_victims(self.solved_chunks, potential)
+        self._finish(self.solved_chunks)
         return Outcome(True)
+
+    def _still_victims(self, chunks: list[Chunk], potential: dict[int, list[Chunk]]) -> list[Chunk]:
+        """The victims the next task's scenarios start from, as KAI records them: with consolidating
+        reclaim, only the chunks with a pod that ends the scenario evicted (without it, every one). A
+        chunk placed back whole is no victim; it is a candidate again, with its nodes' later pops."""
+        if not self.ssn.config.params.allow_consolidating_reclaim:
+            return list(chunks)
+        kept: list[Chunk] = []
+        for chunk in chunks:
+            if any(t.key not in self.replaced for t in chunk.tasks):
+                kept.append(chunk)
+                continue
+            for row in set(chunk.rows):
+                group = potential.setdefault(row, [])
+                if all(c is not chunk for c in group):
+                    group.append(chunk)
+        return kept
 
     def _finish(self, recorded: list[Chunk]) -> None:
         ssn, job, stmt = self.ssn, self.job, self.stmt
