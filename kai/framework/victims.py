@@ -527,6 +527,7 @@ class Solver:
         keep_share = ssn.config.params.reclaim_keeps_victim_share
         n = len(tasks)
         recorded: list[Chunk] = []
+        replay: list[Chunk] = []  # chunks placed back whole for the tasks solved so far: offered again first
         potential: dict[int, list[Chunk]] = {}  # node row -> popped chunks with pods there
         self.returned: set[str] = set()
         self.replaced: set[str] = set()
@@ -540,7 +541,7 @@ class Solver:
                 self._evict(recorded)
                 step = self._trial(recorded, [], k)  # the victims found so far may be enough
             while step == 0:
-                chunk = self.picker.next_chunk()
+                chunk = replay.pop(0) if replay else self.picker.next_chunk()
                 if chunk is None:
                     self.stmt.discard()
                     return Outcome(False, self.reason, self.budget)
@@ -579,26 +580,22 @@ class Solver:
                             potential[r] = [c for c in potential.get(r, []) if id(c) not in taken]
                         break
             solved = step
-            recorded = self._still_victims(self.solved_chunks, potential)
+            recorded, replay = self._still_victims(self.solved_chunks)
         self._finish(self.solved_chunks)
         return Outcome(True)
 
-    def _still_victims(self, chunks: list[Chunk], potential: dict[int, list[Chunk]]) -> list[Chunk]:
+    def _still_victims(self, chunks: list[Chunk]) -> tuple[list[Chunk], list[Chunk]]:
         """The victims the next task's scenarios start from, as KAI records them: with consolidating
         reclaim, only the chunks with a pod that ends the scenario evicted (without it, every one). A
-        chunk placed back whole is no victim; it is a candidate again, with its nodes' later pops."""
+        chunk placed back whole is no victim; it is offered again first, before the picker's next
+        (KAI builds the victim queue anew for every task, and such a chunk led it)."""
         if not self.ssn.config.params.allow_consolidating_reclaim:
-            return list(chunks)
+            return list(chunks), []
         kept: list[Chunk] = []
+        again: list[Chunk] = []
         for chunk in chunks:
-            if any(t.key not in self.replaced for t in chunk.tasks):
-                kept.append(chunk)
-                continue
-            for row in set(chunk.rows):
-                group = potential.setdefault(row, [])
-                if all(c is not chunk for c in group):
-                    group.append(chunk)
-        return kept
+            (kept if any(t.key not in self.replaced for t in chunk.tasks) else again).append(chunk)
+        return kept, again
 
     def _finish(self, recorded: list[Chunk]) -> None:
         ssn, job, stmt = self.ssn, self.job, self.stmt

@@ -479,3 +479,33 @@ def test_a_queue_whose_first_job_is_smaller_reclaims_for_the_next_one() -> None:
     # of the 3 freed GPUs and j2 (2 GPUs) finds 1. j2 is reclaimed whole, for j3.
     result = run(queue_led_by_a_job(3), rounds=1)
     assert evictions(result) == {f"ns/j2-{i}": ("reclaim", "ns/j3") for i in range(3)}
+
+
+def test_a_victim_placed_back_for_the_first_pod_is_no_victim_of_the_next() -> None:
+    # n1 (8 GPUs): t (6) and s (1) of q0 under d0, 1 GPU idle; n2 (8): gang g (8 x 1, minMember 8) of q1.
+    # d0 and d1 deserve 8 each; inside d1, q1 deserves 2 and q2 6, where r waits (2 x 1 GPU).
+    # Victim order: d0 without s keeps 6/8 of its share, d1 without g 0: s comes first.
+    # r's first pod: with s evicted, r-0 takes n1's idle GPU and s goes back on its node: solved, s is
+    # no victim. r's second pod: s alone is refused (d0, 7 of its 8, may not give up), so is t; g
+    # (q1 holds 8 > 2) is taken whole: r on n1's idle GPU and n2, g finds 7 GPUs for its 8 and stays
+    # evicted. s is not part of that scenario: it keeps running.
+    objects = [node("n1", gpus=8), node("n2", gpus=8), gq("d0", 8), gq("d1", 8)]
+    objects += [gq("q0", 8, parent="d0"), gq("q1", 2, parent="d1"), gq("q2", 6, parent="d1")]
+    objects += job("t", "q0", gpus=6, nodes="n1", age=300) + job("s", "q0", nodes="n1", age=200)
+    objects += job("g", "q1", size=8, nodes="n2", age=250) + job("r", "q2", size=2, age=10)
+    result = run(objects, rounds=1)
+    assert evictions(result) == {f"ns/g-{i}": ("reclaim", "ns/r") for i in range(8)}
+    assert status(result, "ns/s") == status(result, "ns/t") == "Running"
+
+
+def test_a_victim_placed_back_for_the_first_pod_is_tried_first_for_the_next() -> None:
+    # n1 (4 GPUs): A2 (2) and x1 (1) of a (quota 3), 1 idle; n2 (4): gang big (4 x 1) of b (quota 1).
+    # c (quota 4) waits with r (2 x 1 GPU). big comes first in victim order (b holds 4, its share 1).
+    # r's first pod goes on n1's idle GPU and big back on n2: solved without a victim. For the second
+    # pod big is tried again first: r-1 on n2, big finds 3 GPUs for its 4 and is evicted (b over its
+    # share may lose it). a keeps its pods (3, exactly its share).
+    objects = [node("n1", gpus=4), node("n2", gpus=4), gq("a", 3), gq("b", 1), gq("c", 4)]
+    objects += job("A2", "a", gpus=2, nodes="n1", age=300) + job("x1", "a", nodes="n1", age=200)
+    objects += job("big", "b", size=4, nodes="n2", age=250) + job("r", "c", size=2, age=10)
+    result = run(objects, rounds=1)
+    assert evictions(result) == {f"ns/big-{i}": ("reclaim", "ns/r") for i in range(4)}
