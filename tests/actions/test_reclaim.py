@@ -509,3 +509,22 @@ def test_a_victim_placed_back_for_the_first_pod_is_tried_first_for_the_next() ->
     objects += job("big", "b", size=4, nodes="n2", age=250) + job("r", "c", size=2, age=10)
     result = run(objects, rounds=1)
     assert evictions(result) == {f"ns/big-{i}": ("reclaim", "ns/r") for i in range(4)}
+
+
+def test_a_pipelined_victim_leaves_its_queue_ranked_as_if_it_lost_nothing() -> None:
+    # n1: v (4 x 1 GPU, queue q) and h (4 x 1, hq); n2: h2 (5 x 1, hq), 3 GPUs idle; n3 and n4: d (16 x 1,
+    # r, quota 0). e (s, 2 x 4 GPUs) and p (q, 8 x 1) wait; quotas q 12, hq 9, s 8: every share is its quota.
+    # Reclaim for e takes d whole: e is pipelined on n3, n4's 8 GPUs are being released.
+    # Reclaim for p (4 + 8 <= 12): s holds 8 (e, pipelined) = its share, hq 9 = its share. Victim order
+    # ranks each queue by what it holds once its next victim is gone, counting only pods that are
+    # allocated, not pipelined: s keeps 8/8, hq would keep 4/9. s gives first: with e evicted, p takes
+    # n2's 3 idle GPUs and 5 of n4's, and e goes back on n3: nothing is lost, h2 keeps running.
+    objects = [node(f"n{i}", gpus=8) for i in range(1, 5)] + [gq("q", 12), gq("hq", 9), gq("r", 0), gq("s", 8)]
+    objects += job("v", "q", size=4, nodes="n1", age=300) + job("h", "hq", size=4, nodes="n1", age=400)
+    objects += job("h2", "hq", size=5, nodes="n2", age=400)
+    objects += job("d", "r", size=16, nodes=["n3"] * 8 + ["n4"] * 8, age=200)
+    objects += job("e", "s", gpus=4, size=2, age=20) + job("p", "q", size=8, priority_class="build-preemptible", age=10)
+    result = run(objects, rounds=1)
+    assert evictions(result) == {f"ns/d-{i}": ("reclaim", "ns/e") for i in range(16)}
+    pipelined = {p["pod"]: p["node"] for p in result["rounds"][0]["pipelined"]}
+    assert pipelined == {"ns/e-0": "n3", "ns/e-1": "n3"} | {f"ns/p-{i}": "n2" if i < 3 else "n4" for i in range(8)}
