@@ -8,7 +8,7 @@ allocate / deallocate event handlers.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -19,6 +19,7 @@ from kai.framework.decisions import Decisions
 from kai.framework.gpushare import GpuCandidate, SharedGpus
 from kai.framework.status import SUCCESS, Status
 from kai.model import (
+    ACTIVE,
     GPU,
     HOLDS_NODE,
     ClusterSnapshot,
@@ -61,6 +62,9 @@ class NodeState:
         # False while nothing on any node is being released (find_node then skips the releasing columns).
         # Whoever adds to `releasing` sets it (Statement, SharedGpus, the session's loading).
         self.maybe_releasing = False
+        # Every row whose idle or releasing resources changed, in order (whoever changes a row appends it:
+        # the Statement, for itself and for SharedGpus): the placement cache updates what it keeps from it.
+        self.changed: list[int] = []
         self.idle_cols = [self.idle[:, c] for c in range(width)]
         self.releasing_cols = [self.releasing[:, c] for c in range(width)]
 
@@ -120,6 +124,10 @@ class QueueAccounting(Protocol):
     def queue_figures(self, queue: str, job: PodGroupInfo | None = None) -> Any: ...  # causes.QueueFigures | None
 
 
+# A PlacementPossible hook: (job, tasks, free) -> False when the tasks certainly cannot be placed with at
+# most `free` available (a necessary condition of the hook's own placement rules; True when unsure).
+PlacementPossible = Callable[[PodGroupInfo, list[PodInfo], np.ndarray], bool]
+
 NodeFilter = Callable[[PodInfo], "np.ndarray | None"]
 NodeScorer = Callable[[PlacementContext], "np.ndarray | float"]
 
@@ -129,6 +137,9 @@ class NamedFilter:
     name: str
     reason: str  # "N node(s) <reason>"
     fn: NodeFilter
+    # True: the answer depends only on the task (and nodes' fixed properties), never on where other pods
+    # are, and a mask it returns is never changed afterwards (the placement cache keys on it).
+    static: bool = False
 
 
 NodeFit = Callable[[PodInfo], "tuple[np.ndarray, np.ndarray] | None"]
@@ -203,6 +214,10 @@ class Hooks:
     victim_queue_order: list[VictimQueueOrder] = field(default_factory=list)
     # subset_nodes: split the node set of a (sub-)group set into ordered candidate sets (topology).
     subset_nodes: list[SubsetNodes] = field(default_factory=list)
+    # placement_possible: may these tasks of the job be placed at all with at most `free` (idle +
+    # releasing, per node row and resource column)? False only when no placement can succeed (e.g. no
+    # topology domain has room): an eviction trial that cannot succeed is then skipped, not simulated.
+    placement_possible: list[PlacementPossible] = field(default_factory=list)
 
 
 class Session:
@@ -419,6 +434,22 @@ class Session:
                 return last
             result = split
         return result
+
+    def placement_possible(self, job: PodGroupInfo, tasks: list[PodInfo], freed: Iterable[PodInfo] = ()) -> bool:
+        """False when a PlacementPossible hook is sure that `tasks` of `job` cannot be placed, even once
+        the `freed` pods (e.g. victims about to be evicted) have released their resources. Any placement
+        after those evictions has at most that much free, so a False answer means it would fail."""
+        hooks = self.hooks.placement_possible
+        if not hooks:
+            return True
+        nodes = self.nodes
+        free = nodes.idle + nodes.releasing
+        for pod in freed:
+            row = nodes.index.get(pod.node) if pod.status in ACTIVE else None
+            if row is not None:
+                free[row] += self.vector(pod)
+        free += np.abs(free) * 1e-12 + EPS  # slack: a different order of float sums never tightens the check
+        return all(fn(job, tasks, free) for fn in hooks)
 
     def pre_predicate(self, task: PodInfo) -> Status:
         for fn in self.hooks.pre_predicates:
