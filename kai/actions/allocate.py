@@ -15,10 +15,10 @@ from kai.model import ALLOCATED, PodGroupInfo, PodInfo, PodStatus
 
 def _candidates(ssn: Session) -> list[PodGroupInfo]:
     """Jobs with a pending pod that are ready (as `has_pending() and is_ready()`, with the common case of
-    one leaf read straight from its status counters: this scans every job of the cluster)."""
+    one leaf read straight from its status counters), among the jobs that had pending pods at open."""
     found = []
     pending = PodStatus.PENDING
-    for job in ssn.jobs.values():
+    for job in ssn.jobs_with_pending():
         leaves = job.leaves
         if len(leaves) == 1:
             if not leaves[0].counts().get(pending, 0):
