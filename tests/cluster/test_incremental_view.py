@@ -174,3 +174,24 @@ def test_a_patched_snapshot_equals_a_build_from_scratch_after_each_kind_of_delta
     c.put(queue("q", gpu={"quota": 8, "overQuotaWeight": 1, "limit": -1}))
     c.cycle_matches_a_build_from_scratch()
     assert incremental.full == before + 1
+
+
+def test_a_cycle_with_nothing_changed_after_one_that_decided_nothing_is_not_run_again() -> None:
+    c = Cluster()
+    c.put(node("n0", gpus=4))
+    c.put(queue("q"))
+    c.put(podgroup("g", "q"))
+    c.put(pod("g-0", group="g", gpus=1, node="n0"))  # running: nothing to decide
+    c.put(pod("big", queue="q", gpus=8))  # fits nowhere: pending, nothing bound
+    first = c.cycle_matches_a_build_from_scratch()
+    assert not first.bound
+    runner = c.scheduler.runner
+    ran = runner.ran
+    c.now += 5
+    again = c.cycle_matches_a_build_from_scratch()  # the same view: answered from the last cycle
+    assert (runner.ran, runner.skipped) == (ran, 1)
+    assert again.decisions == first.decisions
+    c.put(node("n1", gpus=8))  # a change: the cycle runs, and the big pod fits now
+    third = c.cycle_matches_a_build_from_scratch()
+    assert runner.ran == ran + 1
+    assert {b.pod for b in third.bound} == {"ns/big"}
