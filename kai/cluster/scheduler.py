@@ -14,7 +14,9 @@ One cycle (:meth:`Scheduler.run_once`):
    (:mod:`kai.cluster.incremental`); and when the cache's view is the very one of the last cycle
    (nothing changed), the last build is reused with the new ``now`` (the builder reads ``now``
    for nothing else), so such a cycle builds nothing;
-4. ``run_cycle(snapshot, config, run_step)`` — the core, timed per step through ``run_step``;
+4. ``run_cycle(snapshot, config, run_step)`` — the core, timed per step through ``run_step``
+   (through :class:`kai.cycle.CycleRunner`, which answers a cycle on the very same view from the
+   last one when that one decided nothing and the time changes nothing);
 5. hand the decisions to the ports: :class:`~kai.cluster.writers.BindRequestWriter`,
    :class:`~kai.cluster.writers.Evictor`, :class:`~kai.cluster.status.StatusUpdater`.
 
