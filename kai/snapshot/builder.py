@@ -844,10 +844,11 @@ class SnapshotBuilder:
                 task_priority = int(labels[keys.TASK_PRIORITY_LABEL])
             except ValueError:
                 task_priority = None  # unparsable loses to labelled pods, as in KAI
-        groups: list[str] = []
+        groups = [v for k, v in labels.items() if k.startswith(keys.MULTI_GPU_GROUP_LABEL_PREFIX)]
+        if len(groups) > 1:
+            groups.sort()
         if labels.get(keys.GPU_GROUP_LABEL):
-            groups.append(labels[keys.GPU_GROUP_LABEL])
-        groups.extend(sorted(v for k, v in labels.items() if k.startswith(keys.MULTI_GPU_GROUP_LABEL_PREFIX)))
+            groups.insert(0, labels[keys.GPU_GROUP_LABEL])
         if spec.get("affinity"):
             affinity = self._required_affinity(obj, spec)
             pod_affinity = self._pod_affinity(obj, spec, namespace)
@@ -867,7 +868,7 @@ class SnapshotBuilder:
             gpu=gpu,
             status=pod_status,
             node=str(spec.get("nodeName") or ""),
-            gpu_groups=tuple(dict.fromkeys(groups)),
+            gpu_groups=tuple(dict.fromkeys(groups)) if groups else (),
             scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
             subgroup=labels.get(keys.SUBGROUP_LABEL, DEFAULT_SUBGROUP),
             labels=labels,
@@ -890,7 +891,7 @@ class SnapshotBuilder:
             raw=obj,
             pod_affinity=pod_affinity if isinstance(pod_affinity, InterPodAffinity) else None,
             host_ports=host_ports,
-            claims=self._claims(str(meta["name"]), spec),
+            claims=self._claims(str(meta["name"]), spec) if spec.get("volumes") else (),
             nominated_node=str(status.get("nominatedNodeName") or ""),
         )
 
