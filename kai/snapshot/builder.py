@@ -77,6 +77,7 @@ ACCEPTED_KINDS = {
     ("", "PersistentVolume"),
     ("storage.k8s.io", "StorageClass"),
 }
+PODGROUP_TIMESTAMP_ANNOTATIONS = (keys.LAST_START_TIMESTAMP_ANNOTATION, keys.STALE_TIMESTAMP_ANNOTATION)
 GPU_SHARING_ANNOTATIONS = (
     keys.GPU_FRACTION_ANNOTATION,
     keys.GPU_MEMORY_ANNOTATION,
@@ -731,9 +732,8 @@ class SnapshotBuilder:
             ok = False
         creation = self._timestamp("PodGroup", obj)
         annotations = meta.get("annotations") or {}
-        stamps: dict[str, float | None] = {}
-        for key in (keys.LAST_START_TIMESTAMP_ANNOTATION, keys.STALE_TIMESTAMP_ANNOTATION):
-            stamps[key] = None
+        stamps: dict[str, float | None] = dict.fromkeys(PODGROUP_TIMESTAMP_ANNOTATIONS)
+        for key in PODGROUP_TIMESTAMP_ANNOTATIONS if annotations else ():
             if annotations.get(key):
                 try:
                     stamps[key] = parse_time(annotations[key])
@@ -746,7 +746,7 @@ class SnapshotBuilder:
                     )
                     ok = False
         subgroups = self._subgroups(obj, spec.get("subGroups"), max(int(min_member or 1), 1) if ok else 1)
-        topology = self._topology_constraint(spec.get("topologyConstraint"))
+        topology = self._topology_constraint(spec["topologyConstraint"]) if spec.get("topologyConstraint") else None
         if not ok or subgroups is None or creation is None:
             return None
         class_name = str(spec.get("priorityClassName") or "")
