@@ -77,6 +77,7 @@ ACCEPTED_KINDS = {
     ("", "PersistentVolume"),
     ("storage.k8s.io", "StorageClass"),
 }
+PODGROUP_TIMESTAMP_ANNOTATIONS = (keys.LAST_START_TIMESTAMP_ANNOTATION, keys.STALE_TIMESTAMP_ANNOTATION)
 GPU_SHARING_ANNOTATIONS = (
     keys.GPU_FRACTION_ANNOTATION,
     keys.GPU_MEMORY_ANNOTATION,
@@ -731,9 +732,8 @@ class SnapshotBuilder:
             ok = False
         creation = self._timestamp("PodGroup", obj)
         annotations = meta.get("annotations") or {}
-        stamps: dict[str, float | None] = {}
-        for key in (keys.LAST_START_TIMESTAMP_ANNOTATION, keys.STALE_TIMESTAMP_ANNOTATION):
-            stamps[key] = None
+        stamps: dict[str, float | None] = dict.fromkeys(PODGROUP_TIMESTAMP_ANNOTATIONS)
+        for key in PODGROUP_TIMESTAMP_ANNOTATIONS if annotations else ():
             if annotations.get(key):
                 try:
                     stamps[key] = parse_time(annotations[key])
@@ -746,7 +746,7 @@ class SnapshotBuilder:
                     )
                     ok = False
         subgroups = self._subgroups(obj, spec.get("subGroups"), max(int(min_member or 1), 1) if ok else 1)
-        topology = self._topology_constraint(spec.get("topologyConstraint"))
+        topology = self._topology_constraint(spec["topologyConstraint"]) if spec.get("topologyConstraint") else None
         if not ok or subgroups is None or creation is None:
             return None
         class_name = str(spec.get("priorityClassName") or "")
@@ -844,10 +844,11 @@ class SnapshotBuilder:
                 task_priority = int(labels[keys.TASK_PRIORITY_LABEL])
             except ValueError:
                 task_priority = None  # unparsable loses to labelled pods, as in KAI
-        groups: list[str] = []
+        groups = [v for k, v in labels.items() if k.startswith(keys.MULTI_GPU_GROUP_LABEL_PREFIX)]
+        if len(groups) > 1:
+            groups.sort()
         if labels.get(keys.GPU_GROUP_LABEL):
-            groups.append(labels[keys.GPU_GROUP_LABEL])
-        groups.extend(sorted(v for k, v in labels.items() if k.startswith(keys.MULTI_GPU_GROUP_LABEL_PREFIX)))
+            groups.insert(0, labels[keys.GPU_GROUP_LABEL])
         if spec.get("affinity"):
             affinity = self._required_affinity(obj, spec)
             pod_affinity = self._pod_affinity(obj, spec, namespace)
@@ -867,7 +868,7 @@ class SnapshotBuilder:
             gpu=gpu,
             status=pod_status,
             node=str(spec.get("nodeName") or ""),
-            gpu_groups=tuple(dict.fromkeys(groups)),
+            gpu_groups=tuple(dict.fromkeys(groups)) if groups else (),
             scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
             subgroup=labels.get(keys.SUBGROUP_LABEL, DEFAULT_SUBGROUP),
             labels=labels,
@@ -890,7 +891,7 @@ class SnapshotBuilder:
             raw=obj,
             pod_affinity=pod_affinity if isinstance(pod_affinity, InterPodAffinity) else None,
             host_ports=host_ports,
-            claims=self._claims(str(meta["name"]), spec),
+            claims=self._claims(str(meta["name"]), spec) if spec.get("volumes") else (),
             nominated_node=str(status.get("nominatedNodeName") or ""),
         )
 
