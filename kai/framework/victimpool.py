@@ -328,22 +328,24 @@ class VictimPicker:
         return out
 
     def _choose(self, name: str) -> None:
-        """The child whose subtree gives up the next victim: the smallest key among those with one."""
-        cand = self.cand
-        live = [child for child in self.children[name] if cand[child] is not None]
-        if not live:
-            cand[name] = None
-        elif len(live) == 1:  # nothing to compare with
-            cand[name] = cand[live[0]]
-        else:
-            keys, key_of = self.queue_keys, self._key
-            best, best_key = live[0], keys.get(live[0]) or key_of(live[0])
-            for child in live[1:]:
-                key = keys.get(child) or key_of(child)
-                if key < best_key:
-                    best, best_key = child, key
-            cand[name] = cand[best]
-        self.queue_keys.pop(name, None)
+        """The child whose subtree gives up the next victim: the smallest key among those with one (keys
+        are computed only when there is something to compare, first child first)."""
+        cand, keys = self.cand, self.queue_keys
+        best: str | None = None
+        best_key: tuple[Any, ...] | None = None
+        for child in self.children[name]:
+            if cand[child] is None:
+                continue
+            if best is None:
+                best = child
+                continue
+            if best_key is None:
+                best_key = keys.get(best) or self._key(best)
+            key = keys.get(child) or self._key(child)
+            if key < best_key:
+                best, best_key = child, key
+        cand[name] = None if best is None else cand[best]
+        keys.pop(name, None)
 
     def _key(self, name: str) -> tuple[Any, ...]:
         key = self.queue_keys.get(name)
@@ -381,7 +383,7 @@ class VictimPicker:
         victims of this preemptor, or have nothing left to give, are passed over for good."""
         pool, ssn = self.pool, self.ssn
         jobs, keys, back = pool.jobs[leaf], pool.keys[leaf], self.back[leaf]
-        allowed_of, claimed_jobs = self.allowed, self.claimed_jobs
+        allowed_of, claimed_jobs, chunks = self.allowed, self.claimed_jobs, pool.chunks
         while True:
             pos = self.pos[leaf]
             from_back = bool(back) and (pos == 0 or back[0][0].key > keys[pos - 1])
@@ -405,7 +407,8 @@ class VictimPicker:
                     tasks, extra = tasks_to_evict(ssn, job, self.claimed)
                     per, sums = vectors(self.orders, tasks)
                 else:
-                    tasks, extra, _, per, sums, _ = pool.first_chunk(job)
+                    first = chunks.get(id(job)) or pool.first_chunk(job)
+                    tasks, extra, _, per, sums, _ = first
                 if tasks:
                     return leaf, tasks, extra, job, from_back, per, sums
             if from_back:
@@ -430,31 +433,48 @@ class VictimPicker:
             return None
         leaf, tasks, extra, job, from_back, per, _ = found
         job_id = id(job)
-        if self.max_jobs is not None and job_id not in self.handed and len(self.handed) >= self.max_jobs:
-            return None
-        self.handed.add(job_id)
+        handed = self.handed
+        if job_id not in handed:
+            if self.max_jobs is not None and len(handed) >= self.max_jobs:
+                return None
+            handed.add(job_id)
         if from_back:
             heapq.heappop(self.back[leaf])
         else:
             self.pos[leaf] -= 1
-        if job_id in self.claimed_jobs:
-            rows = [self.ssn.nodes.index.get(t.node, -1) for t in tasks]
+        claimed_jobs = self.claimed_jobs
+        if job_id in claimed_jobs:
+            index = self.ssn.nodes.index
+            rows = [index.get(t.node, -1) for t in tasks]
             gpus = [task_gpus(self.ssn, t) for t in tasks]
+            groups = [t.gpu_groups for t in tasks]
         else:
             first = self.pool.chunks[job_id]  # _top looked it up
-            rows, gpus = list(first[2]), list(first[5])
-            self.claimed_jobs.add(job_id)
-        self.claimed.update(map(id, tasks))
-        picked, removed = self.picked, self.removed
+            rows, gpus, groups = first[2], first[5], [t.gpu_groups for t in tasks]
+            claimed_jobs.add(job_id)
+        claimed = self.claimed
+        for t in tasks:
+            claimed.add(id(t))
+        picked, removed, queue_keys = self.picked, self.removed, self.queue_keys
         path = self.paths[leaf]
+        single = len(per) == 1 and len(per[0]) == 1 and len(per[0][0]) == 3  # one hook, one pod, 3 numbers
         for name in path:
             picked[name].extend(tasks)
-            _add(removed[name], per)
+            if single:
+                sums = removed[name][0]
+                vec = per[0][0]
+                if sums:
+                    sums[0] += vec[0]
+                    sums[1] += vec[1]
+                    sums[2] += vec[2]
+                else:
+                    sums.extend(vec)
+            else:
+                _add(removed[name], per)
+            queue_keys.pop(name, None)
         if extra:
             # An elastic extra went: the rest of the job comes back, ranked as it now is.
-            key = self.pool.sort_key(job, self.claimed)
+            key = self.pool.sort_key(job, claimed)
             heapq.heappush(self.back[leaf], (Descending(key), next(self.seq), job))
         self.changed = leaf
-        for name in path:
-            self.queue_keys.pop(name, None)
-        return Chunk(job, list(tasks), rows, [t.gpu_groups for t in tasks], gpus)
+        return Chunk(job, list(tasks), rows, groups, gpus)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -172,6 +172,49 @@ def _gpu_feasible(free: np.ndarray, needs: list[float]) -> bool:
     return float(np.floor(free / smallest + EPS).sum()) >= len(needs)
 
 
+class _Potential:
+    """The popped chunks not yet recorded, per node row they have pods on, and, per row whose chunks all
+    sit on that row alone, the GPUs they would free there (summed chunk by chunk in pop order, as the
+    GPU check sums them), so that a pop's check costs O(1) instead of a walk over the row's chunks."""
+
+    __slots__ = ("chunks", "freed", "mask", "spread")
+
+    def __init__(self, mask: np.ndarray) -> None:
+        self.mask = mask
+        self.chunks: dict[int, list[Chunk]] = {}  # node row -> popped chunks with pods there
+        self.freed: dict[int, float] = {}  # row -> GPUs its (single-row) chunks' active pods free there
+        self.spread: set[int] = set()  # rows with a chunk whose pods are on more than one row
+
+    def add(self, chunk: Chunk, rows: list[int]) -> None:
+        chunks = self.chunks
+        for row in rows:
+            chunks.setdefault(row, []).append(chunk)
+        if len(rows) > 1:
+            self.spread.update(rows)
+            return
+        row = rows[0]
+        if row >= 0 and self.mask.item(row):
+            freed = self.freed
+            for task, gpus in zip(chunk.tasks, chunk.gpus, strict=True):
+                if task.status in ACTIVE:
+                    freed[row] = freed.get(row, 0.0) + gpus
+
+    def keep(self, rows: Iterable[int], keep: Callable[[Chunk], bool]) -> None:
+        """Keep only the chunks `keep` holds true for on these rows (their sums taken again)."""
+        chunks, freed, spread, mask = self.chunks, self.freed, self.spread, self.mask
+        for row in rows:
+            left = chunks[row] = [c for c in chunks.get(row, []) if keep(c)]
+            freed.pop(row, None)
+            spread.discard(row)
+            if any(len(set(c.rows)) > 1 for c in left):
+                spread.add(row)
+            elif row >= 0 and mask.item(row):
+                for chunk in left:
+                    for task, gpus in zip(chunk.tasks, chunk.gpus, strict=True):
+                        if task.status in ACTIVE:
+                            freed[row] = freed.get(row, 0.0) + gpus
+
+
 class Solver:
     def __init__(
         self,
@@ -199,6 +242,7 @@ class Solver:
         params = ssn.config.params
         self.budget_on = params.max_evicted_gpu_ratio >= 0 or params.max_evicted_gpus_per_queue >= 0
         self.policy_rejected = False  # the last trial failed a validator (not placement)
+        self.filtered = 0  # pops the GPU check filtered, not yet counted in the session's decisions
 
     # -- cheap filters ----------------------------------------------------------------------------
     def _free_gpus(self, chunks: list[Chunk]) -> np.ndarray:
@@ -218,10 +262,8 @@ class Solver:
         if g <= EPS or k > self.equal_upto:
             return _gpu_feasible(self._free_gpus(chunks), self.needs[:k])
         if self._base is None or self._base[0] != g:
-            free = self._base_free()
-            fits = np.where(self.mask, np.floor(free / g + EPS), 0.0)
-            self._base = (g, free, fits, float(fits.sum()))
-        _, free, fits, total = self._base
+            self._gpu_base(g)
+        _, free, fits, total = self._base  # type: ignore[misc]
         mask = self.mask
         if len(chunks) == 1 and len(chunks[0].tasks) == 1:  # the common pop: one pod on one node
             chunk = chunks[0]
@@ -237,6 +279,18 @@ class Solver:
         for row, more in extra.items():
             total += math.floor((free.item(row) + more) / g + EPS) - fits.item(row)
         return total >= k - EPS
+
+    def _gpu_base(self, g: float) -> None:
+        """Cache the free GPUs per node, how many tasks of `g` GPUs fit on each, and their total."""
+        free = self._base_free()
+        fits = np.where(self.mask, np.floor(free / g + EPS), 0.0)
+        self._base = (g, free, fits, float(fits.sum()))
+
+    def _flush_filtered(self) -> None:
+        """Count the pops the GPU check filtered (counted in bulk: one counter update per trial)."""
+        if self.filtered:
+            self.ssn.decisions.count("filtered", self.action, self.filtered)
+            self.filtered = 0
 
     def _base_free(self) -> np.ndarray:
         """Per node, GPUs idle or releasing, the unused and releasing portions of shared GPUs included."""
@@ -459,7 +513,7 @@ class Solver:
         keep_share = ssn.config.params.reclaim_keeps_victim_share
         n = len(tasks)
         recorded: list[Chunk] = []
-        potential: dict[int, list[Chunk]] = {}  # node row -> popped chunks with pods there
+        potential = _Potential(mask)
         self.returned: set[str] = set()
         solved = 0  # a scenario without victims is never accepted for the first task
         while solved < n:
@@ -469,25 +523,39 @@ class Solver:
                 self.stmt.rollback(self.solved_cp)
                 self._evict(recorded)
                 step = self._trial(recorded, [], k)  # the victims found so far may be enough
+            # Equal whole-GPU requests (the common gang): a pop's GPU check reads the row's running sum.
+            g = self.needs[0]
+            fast = g > EPS and k <= self.equal_upto
             while step == 0:
                 chunk = self.picker.next_chunk()
                 if chunk is None:
+                    self._flush_filtered()
                     self.stmt.discard()
                     return Outcome(False, self.reason, self.budget)
                 over = self._check_budget([*recorded, chunk], set()) if self.budget_on else ""
                 if over:
                     self.budget = over  # this chunk can never be part of an acceptable scenario
-                    ssn.decisions.count("filtered", self.action)
+                    self.filtered += 1
                     continue
                 rows = chunk.rows if len(chunk.rows) == 1 else sorted(set(chunk.rows))
-                for row in rows:
-                    potential.setdefault(row, []).append(chunk)
+                potential.add(chunk, rows)
                 for row in rows:
                     # Only the chunks on this node (each evicted whole, wherever its pods are).
-                    group = potential[row]
-                    if not self._feasible_with(group, k):
-                        ssn.decisions.count("filtered", self.action)
+                    group = potential.chunks[row]
+                    if fast and row >= 0 and row not in potential.spread:
+                        if self._base is None:
+                            self._gpu_base(g)
+                        _, free, fits, total = self._base  # type: ignore[misc]
+                        more = potential.freed.get(row)
+                        if more is not None:
+                            total += math.floor((free.item(row) + more) / g + EPS) - fits.item(row)
+                        feasible = total >= k - EPS
+                    else:
+                        feasible = self._feasible_with(group, k)
+                    if not feasible:
+                        self.filtered += 1
                         continue
+                    self._flush_filtered()
                     step = self._trial(recorded, group, k)
                     if not step and keep_share and self.policy_rejected:
                         # Opt-in rule: with the victim's share kept, a chunk refused even alone can never
@@ -497,18 +565,17 @@ class Solver:
                             step = self._trial(recorded, [chunk], k)
                             group = [chunk] if step else group
                         if not step and self.policy_rejected:
-                            for r in rows:
-                                potential[r] = [c for c in potential[r] if c is not chunk]
+                            potential.keep(rows, lambda c, chunk=chunk: c is not chunk)  # type: ignore[misc]
                             break
                     if step:
                         self.picker.state_changed()
                         self._base = None
                         recorded += group
                         taken = {id(c) for c in group}
-                        for r in {r for c in group for r in c.rows}:
-                            potential[r] = [c for c in potential.get(r, []) if id(c) not in taken]
+                        potential.keep({r for c in group for r in c.rows}, lambda c, taken=taken: id(c) not in taken)  # type: ignore[misc]
                         break
             solved = step
+        self._flush_filtered()
         self._finish(recorded)
         return Outcome(True)
 
