@@ -302,7 +302,7 @@ class VictimPicker:
         self.orders = pool.orders
         self.key_fn = self.orders[0].key if len(self.orders) == 1 else None
         queues = [q for path in self.paths.values() for q in path]
-        self.picked: dict[str, list[PodInfo]] = {q: [] for q in queues}  # per queue subtree: pods handed out
+        self.picked: list[tuple[str, PodInfo]] = []  # (leaf queue, pod) of the pods handed out, in order
         # Per queue subtree and order hook: the running sum of the picked pods' vectors.
         self.removed: dict[str, list[list[float]]] = {q: [[] for _ in self.orders] for q in queues}
         self.cand: dict[str, _Found | None] = {}  # per queue ("" the root): what its subtree gives next
@@ -334,14 +334,21 @@ class VictimPicker:
         best: str | None = None
         best_key: tuple[Any, ...] | None = None
         for child in self.children[name]:
-            if cand[child] is None:
+            found = cand[child]
+            if found is None:
                 continue
             if best is None:
                 best = child
                 continue
             if best_key is None:
                 best_key = keys.get(best) or self._key(best)
-            key = keys.get(child) or self._key(child)
+            key = keys.get(child)
+            if key is None:
+                key_fn = self.key_fn
+                if key_fn is not None:  # one order hook: its key, then the name (as Session.victim_queue_key)
+                    key = keys[child] = (key_fn(self.ssn.queues[child], self.removed[child][0], found[6][0]), child)
+                else:
+                    key = self._key(child)
             if key < best_key:
                 best, best_key = child, key
         cand[name] = None if best is None else cand[best]
@@ -363,17 +370,26 @@ class VictimPicker:
     def state_changed(self) -> None:
         """Evictions became part of the statement: keys are stale; picked pods now evicted are already
         out of their queue's allocation."""
-        for name, pods in self.picked.items():
-            gone = [t for t in pods if t.status not in ACTIVE]
-            if not gone:
-                continue
-            self.picked[name] = [t for t in pods if t.status in ACTIVE]
-            removed = self.removed[name]
-            if not self.picked[name]:
+        # Per queue, its subtree's picked pods that left, in the order they were picked.
+        gone: dict[str, list[PodInfo]] = {}
+        kept: list[tuple[str, PodInfo]] = []
+        alive: set[str] = set()  # queues with a picked pod still active in their subtree
+        paths = self.paths
+        for leaf, pod in self.picked:
+            if pod.status in ACTIVE:
+                kept.append((leaf, pod))
+                alive.update(paths[leaf])
+            else:
+                for name in paths[leaf]:
+                    gone.setdefault(name, []).append(pod)
+        if len(kept) < len(self.picked):
+            self.picked = kept
+        for name, pods in gone.items():
+            if name not in alive:
                 self.removed[name] = [[] for _ in self.orders]
                 continue
-            for sums, order in zip(removed, self.orders, strict=True):
-                for pod in gone:
+            for sums, order in zip(self.removed[name], self.orders, strict=True):
+                for pod in pods:
                     for j, x in enumerate(order.vector(pod)):
                         sums[j] -= x
         self.stale = True
@@ -455,11 +471,13 @@ class VictimPicker:
         claimed = self.claimed
         for t in tasks:
             claimed.add(id(t))
-        picked, removed, queue_keys = self.picked, self.removed, self.queue_keys
+        removed, queue_keys = self.removed, self.queue_keys
         path = self.paths[leaf]
+        picked = self.picked
+        for t in tasks:
+            picked.append((leaf, t))
         single = len(per) == 1 and len(per[0]) == 1 and len(per[0][0]) == 3  # one hook, one pod, 3 numbers
         for name in path:
-            picked[name].extend(tasks)
             if single:
                 sums = removed[name][0]
                 vec = per[0][0]

@@ -514,6 +514,7 @@ class Solver:
         n = len(tasks)
         recorded: list[Chunk] = []
         potential = _Potential(mask)
+        pot_chunks, pot_freed = potential.chunks, potential.freed
         self.returned: set[str] = set()
         solved = 0  # a scenario without victims is never accepted for the first task
         while solved < n:
@@ -537,16 +538,27 @@ class Solver:
                     self.budget = over  # this chunk can never be part of an acceptable scenario
                     self.filtered += 1
                     continue
-                rows = chunk.rows if len(chunk.rows) == 1 else sorted(set(chunk.rows))
-                potential.add(chunk, rows)
+                rows = chunk.rows
+                if len(rows) == 1 and len(chunk.tasks) == 1:  # the common pop: one pod on one node
+                    row = rows[0]
+                    on_row = pot_chunks.get(row)
+                    if on_row is None:
+                        pot_chunks[row] = [chunk]
+                    else:
+                        on_row.append(chunk)
+                    if row >= 0 and mask.item(row) and chunk.tasks[0].status in ACTIVE:
+                        pot_freed[row] = pot_freed.get(row, 0.0) + chunk.gpus[0]
+                else:
+                    rows = rows if len(rows) == 1 else sorted(set(rows))
+                    potential.add(chunk, rows)
                 for row in rows:
                     # Only the chunks on this node (each evicted whole, wherever its pods are).
-                    group = potential.chunks[row]
+                    group = pot_chunks[row]
                     if fast and row >= 0 and row not in potential.spread:
                         if self._base is None:
                             self._gpu_base(g)
                         _, free, fits, total = self._base  # type: ignore[misc]
-                        more = potential.freed.get(row)
+                        more = pot_freed.get(row)
                         if more is not None:
                             total += math.floor((free.item(row) + more) / g + EPS) - fits.item(row)
                         feasible = total >= k - EPS

@@ -189,14 +189,25 @@ class ReclaimRules:
         # (not over its share, within its quota) as one number; queue priority, not using a zero share
         head = (0 if ag > fg and ac > fc and am > fm else 2) + (1 if ag <= dg and ac <= dc and am <= dm else 0)
         zero_share = sg <= 0 < ag or sc <= 0 < ac or sm <= 0 < am
-        drs = max(ag / sg if pg_ else ag * 1000.0, ac / sc if pc_ else ac * 1000.0, am / sm if pm_ else am * 1000.0)
+        # max() of the three, spelt out (the first of equal values, as max)
+        drs = ag / sg if pg_ else ag * 1000.0
+        x = ac / sc if pc_ else ac * 1000.0
+        if x > drs:
+            drs = x
+        x = am / sm if pm_ else am * 1000.0
+        if x > drs:
+            drs = x
         after = drs
         if next_sum:
             vg, vc, vm = next_sum
             vg, vc, vm = ag - vg, ac - vc, am - vm
-            after = max(
-                vg / sg if pg_ else vg * 1000.0, vc / sc if pc_ else vc * 1000.0, vm / sm if pm_ else vm * 1000.0
-            )
+            after = vg / sg if pg_ else vg * 1000.0
+            x = vc / sc if pc_ else vc * 1000.0
+            if x > after:
+                after = x
+            x = vm / sm if pm_ else vm * 1000.0
+            if x > after:
+                after = x
         return (head, priority + (0 if zero_share else 1), -after, -drs, *tail)
 
     # -- scenarios ----------------------------------------------------------------------------------
