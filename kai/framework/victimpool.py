@@ -197,7 +197,8 @@ class VictimPool:
             index = self.ssn.nodes.index
             rows = [index.get(t.node, -1) for t in tasks]
             gpus = [task_gpus(self.ssn, t) for t in tasks]
-            found = self.chunks[id(job)] = (tasks, extra, rows, *vectors(self.orders, tasks), gpus)
+            chunk = Chunk(job, tasks, rows, [t.gpu_groups for t in tasks], gpus)  # handed out as it is
+            found = self.chunks[id(job)] = (tasks, extra, rows, *vectors(self.orders, tasks), gpus, chunk)
         return found
 
     def picker(
@@ -217,7 +218,9 @@ _Comeback = tuple[Descending, int, PodGroupInfo]
 # Per VictimQueueOrder hook: each pod's vector, and their sum.
 _Vectors = tuple[list[list[tuple[float, ...]]], list[tuple[float, ...]]]
 # What a job gives up first: (tasks, extra, node rows, per-hook pod vectors, per-hook sums, GPUs per task).
-_First = tuple[list[PodInfo], bool, list[int], list[list[tuple[float, ...]]], list[tuple[float, ...]], list[float]]
+_First = tuple[
+    list[PodInfo], bool, list[int], list[list[tuple[float, ...]]], list[tuple[float, ...]], list[float], Chunk
+]
 # What a queue's subtree gives up next: (leaf, tasks, extra, job, from the comeback heap, pod vectors, sums).
 _Found = tuple[str, list[PodInfo], bool, PodGroupInfo, bool, list[list[tuple[float, ...]]], list[tuple[float, ...]]]
 
@@ -289,9 +292,11 @@ class VictimPicker:
         self.back: dict[str, list[_Comeback]] = {leaf: [] for leaf in live}
         self.children: dict[str, list[str]] = {}
         self.paths: dict[str, list[str]] = {}  # per leaf: the leaf and its ancestors, leaf first
+        self.ups: dict[str, list[str]] = {}  # per leaf: its ancestors, then the root ""
         for leaf in live:
             path = [q.name for q in ssn.queue_path(leaf)]
             self.paths[leaf] = path
+            self.ups[leaf] = [*path[1:], ""]
             parent = ""
             for name in reversed(path):
                 kids = self.children.setdefault(parent, [])
@@ -424,7 +429,7 @@ class VictimPicker:
                     per, sums = vectors(self.orders, tasks)
                 else:
                     first = chunks.get(id(job)) or pool.first_chunk(job)
-                    tasks, extra, _, per, sums, _ = first
+                    tasks, extra, _, per, sums, _, _ = first
                 if tasks:
                     return leaf, tasks, extra, job, from_back, per, sums
             if from_back:
@@ -439,11 +444,35 @@ class VictimPicker:
         elif self.changed is not None:
             # Only the last popped leaf's path changed: its next victim, then each ancestor's choice.
             leaf, self.changed = self.changed, None
-            self.cand[leaf] = self._top(leaf)
-            self.queue_keys.pop(leaf, None)
-            for name in self.paths[leaf][1:]:
-                self._choose(name)
-            self._choose("")
+            cand, keys = self.cand, self.queue_keys
+            cand[leaf] = self._top(leaf)
+            keys.pop(leaf, None)
+            key_fn = self.key_fn
+            if key_fn is None:
+                for name in self.ups[leaf]:
+                    self._choose(name)
+            else:
+                # _choose up the path, inlined for the common case of one victim queue order hook.
+                queues, removed = self.ssn.queues, self.removed
+                for name in self.ups[leaf]:
+                    best: str | None = None
+                    best_key: tuple[Any, ...] | None = None
+                    for child in self.children[name]:
+                        found = cand[child]
+                        if found is None:
+                            continue
+                        if best is None:
+                            best = child
+                            continue
+                        if best_key is None:
+                            best_key = keys.get(best) or self._key(best)
+                        key = keys.get(child)
+                        if key is None:
+                            key = keys[child] = (key_fn(queues[child], removed[child][0], found[6][0]), child)
+                        if key < best_key:
+                            best, best_key = child, key
+                    cand[name] = None if best is None else cand[best]
+                    keys.pop(name, None)
         found = self.cand.get("")
         if found is None:
             return None
@@ -463,10 +492,11 @@ class VictimPicker:
             index = self.ssn.nodes.index
             rows = [index.get(t.node, -1) for t in tasks]
             gpus = [task_gpus(self.ssn, t) for t in tasks]
-            groups = [t.gpu_groups for t in tasks]
+            chunk = Chunk(job, list(tasks), rows, [t.gpu_groups for t in tasks], gpus)
         else:
-            first = self.pool.chunks[job_id]  # _top looked it up
-            rows, gpus, groups = first[2], first[5], [t.gpu_groups for t in tasks]
+            # The job's first chunk, as the pool cached it (its pods have not moved since: any change to
+            # them drops the cache entry before the next picker is made).
+            chunk = self.pool.chunks[job_id][6]  # _top looked it up
             claimed_jobs.add(job_id)
         claimed = self.claimed
         for t in tasks:
@@ -495,4 +525,4 @@ class VictimPicker:
             key = self.pool.sort_key(job, claimed)
             heapq.heappush(self.back[leaf], (Descending(key), next(self.seq), job))
         self.changed = leaf
-        return Chunk(job, list(tasks), rows, groups, gpus)
+        return chunk
