@@ -378,17 +378,20 @@ class VictimPicker:
         # Per queue, its subtree's picked pods that left, in the order they were picked.
         gone: dict[str, list[PodInfo]] = {}
         kept: list[tuple[str, PodInfo]] = []
-        alive: set[str] = set()  # queues with a picked pod still active in their subtree
+        alive_leaves: set[str] = set()  # leaves with a picked pod still active
         paths = self.paths
-        for leaf, pod in self.picked:
-            if pod.status in ACTIVE:
-                kept.append((leaf, pod))
-                alive.update(paths[leaf])
+        for entry in self.picked:
+            if entry[1].status in ACTIVE:
+                kept.append(entry)
+                alive_leaves.add(entry[0])
             else:
-                for name in paths[leaf]:
-                    gone.setdefault(name, []).append(pod)
-        if len(kept) < len(self.picked):
-            self.picked = kept
+                for name in paths[entry[0]]:
+                    gone.setdefault(name, []).append(entry[1])
+        if not gone:
+            self.stale = True
+            return
+        self.picked = kept
+        alive = {name for leaf in alive_leaves for name in paths[leaf]}  # queues with one in their subtree
         for name, pods in gone.items():
             if name not in alive:
                 self.removed[name] = [[] for _ in self.orders]
