@@ -410,7 +410,7 @@ class VictimPicker:
         allowed_of, claimed_jobs, chunks = self.allowed, self.claimed_jobs, pool.chunks
         while True:
             pos = self.pos[leaf]
-            from_back = bool(back) and (pos == 0 or back[0][0].key > keys[pos - 1])
+            from_back = (pos == 0 or back[0][0].key > keys[pos - 1]) if back else False
             if from_back:
                 job = back[0][2]
             elif pos:
@@ -501,14 +501,12 @@ class VictimPicker:
             # them drops the cache entry before the next picker is made).
             chunk = self.pool.chunks[job_id][6]  # _top looked it up
             claimed_jobs.add(job_id)
-        claimed = self.claimed
+        claimed, picked = self.claimed, self.picked
         for t in tasks:
             claimed.add(id(t))
+            picked.append((leaf, t))
         removed, queue_keys = self.removed, self.queue_keys
         path = self.paths[leaf]
-        picked = self.picked
-        for t in tasks:
-            picked.append((leaf, t))
         single = len(per) == 1 and len(per[0]) == 1 and len(per[0][0]) == 3  # one hook, one pod, 3 numbers
         for name in path:
             if single:

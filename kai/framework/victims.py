@@ -527,8 +527,9 @@ class Solver:
             # Equal whole-GPU requests (the common gang): a pop's GPU check reads the row's running sum.
             g = self.needs[0]
             fast = g > EPS and k <= self.equal_upto
+            next_chunk, spread = self.picker.next_chunk, potential.spread
             while step == 0:
-                chunk = self.picker.next_chunk()
+                chunk = next_chunk()
                 if chunk is None:
                     self._flush_filtered()
                     self.stmt.discard()
@@ -554,7 +555,7 @@ class Solver:
                 for row in rows:
                     # Only the chunks on this node (each evicted whole, wherever its pods are).
                     group = pot_chunks[row]
-                    if fast and row >= 0 and row not in potential.spread:
+                    if fast and row >= 0 and row not in spread:
                         if self._base is None:
                             self._gpu_base(g)
                         _, free, fits, total = self._base  # type: ignore[misc]
