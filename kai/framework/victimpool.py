@@ -290,6 +290,8 @@ class VictimPicker:
         live = [q for q in leaves if ssn.victim_queue_allowed(action, preemptor, q)]
         self.pos: dict[str, int] = {leaf: len(pool.jobs[leaf]) for leaf in live}  # cursor: jobs[:pos] left
         self.back: dict[str, list[_Comeback]] = {leaf: [] for leaf in live}
+        # Per leaf: the pool's job and key lists (the pool changes them only between pickers), its heap.
+        self.lists = {leaf: (pool.jobs[leaf], pool.keys[leaf], self.back[leaf]) for leaf in live}
         self.children: dict[str, list[str]] = {}
         self.paths: dict[str, list[str]] = {}  # per leaf: the leaf and its ancestors, leaf first
         self.ups: dict[str, list[str]] = {}  # per leaf: its ancestors, then the root ""
@@ -405,8 +407,8 @@ class VictimPicker:
     def _top(self, leaf: str) -> _Found | None:
         """What the leaf queue's first job in victim order would give up next; jobs that may not be
         victims of this preemptor, or have nothing left to give, are passed over for good."""
-        pool, ssn = self.pool, self.ssn
-        jobs, keys, back = pool.jobs[leaf], pool.keys[leaf], self.back[leaf]
+        pool = self.pool
+        jobs, keys, back = self.lists[leaf]
         allowed_of, claimed_jobs, chunks = self.allowed, self.claimed_jobs, pool.chunks
         while True:
             pos = self.pos[leaf]
@@ -419,6 +421,7 @@ class VictimPicker:
                 return None
             allowed = allowed_of.get(id(job))
             if allowed is None:
+                ssn = self.ssn
                 allowed = job is not self.preemptor and self.jobs(job)
                 filters = ssn.hooks.victim_filters
                 if allowed and len(filters) == 1:
@@ -428,7 +431,7 @@ class VictimPicker:
                 allowed_of[id(job)] = allowed
             if allowed:
                 if id(job) in claimed_jobs:
-                    tasks, extra = tasks_to_evict(ssn, job, self.claimed)
+                    tasks, extra = tasks_to_evict(self.ssn, job, self.claimed)
                     per, sums = vectors(self.orders, tasks)
                 else:
                     first = chunks.get(id(job)) or pool.first_chunk(job)

@@ -280,11 +280,12 @@ class Solver:
             total += math.floor((free.item(row) + more) / g + EPS) - fits.item(row)
         return total >= k - EPS
 
-    def _gpu_base(self, g: float) -> None:
+    def _gpu_base(self, g: float) -> tuple[float, np.ndarray, np.ndarray, float]:
         """Cache the free GPUs per node, how many tasks of `g` GPUs fit on each, and their total."""
         free = self._base_free()
         fits = np.where(self.mask, np.floor(free / g + EPS), 0.0)
-        self._base = (g, free, fits, float(fits.sum()))
+        self._base = base = (g, free, fits, float(fits.sum()))
+        return base
 
     def _flush_filtered(self) -> None:
         """Count the pops the GPU check filtered (counted in bulk: one counter update per trial)."""
@@ -556,13 +557,15 @@ class Solver:
                     # Only the chunks on this node (each evicted whole, wherever its pods are).
                     group = pot_chunks[row]
                     if fast and row >= 0 and row not in spread:
-                        if self._base is None:
-                            self._gpu_base(g)
-                        _, free, fits, total = self._base  # type: ignore[misc]
+                        base = self._base
+                        if base is None:
+                            base = self._gpu_base(g)
                         more = pot_freed.get(row)
-                        if more is not None:
-                            total += math.floor((free.item(row) + more) / g + EPS) - fits.item(row)
-                        feasible = total >= k - EPS
+                        if more is None:
+                            feasible = base[3] >= k - EPS
+                        else:
+                            total = base[3] + (math.floor((base[1].item(row) + more) / g + EPS) - base[2].item(row))
+                            feasible = total >= k - EPS
                     else:
                         feasible = self._feasible_with(group, k)
                     if not feasible:
