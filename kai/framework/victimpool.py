@@ -305,7 +305,7 @@ class VictimPicker:
                 if name not in kids:
                     kids.append(name)
                 parent = name
-        self.handed: set[int] = set()  # ids of the jobs handed out (max_jobs counts them)
+        self.handed: set[int] = set()  # ids of the jobs handed out (kept only when max_jobs counts them)
         self.orders = pool.orders
         self.key_fn = self.orders[0].key if len(self.orders) == 1 else None
         queues = [q for path in self.paths.values() for q in path]
@@ -484,11 +484,10 @@ class VictimPicker:
             return None
         leaf, tasks, extra, job, from_back, per, _ = found
         job_id = id(job)
-        handed = self.handed
-        if job_id not in handed:
-            if self.max_jobs is not None and len(handed) >= self.max_jobs:
+        if self.max_jobs is not None and job_id not in self.handed:
+            if len(self.handed) >= self.max_jobs:
                 return None
-            handed.add(job_id)
+            self.handed.add(job_id)
         if from_back:
             heapq.heappop(self.back[leaf])
         else:
