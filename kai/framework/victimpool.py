@@ -20,7 +20,7 @@ import bisect
 import heapq
 import itertools
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -309,7 +309,9 @@ class VictimPicker:
         self.orders = pool.orders
         self.key_fn = self.orders[0].key if len(self.orders) == 1 else None
         queues = [q for path in self.paths.values() for q in path]
-        self.picked: list[tuple[str, PodInfo]] = []  # (leaf queue, pod) of the pods handed out, in order
+        # The pods handed out and still counted in their queues' sums: by pod id, (order picked, leaf, pod).
+        self.picked: dict[int, tuple[int, str, PodInfo]] = {}
+        self.leaf_picked: dict[str, int] = dict.fromkeys(live, 0)  # per leaf: how many of those
         # Per queue subtree and order hook: the running sum of the picked pods' vectors.
         self.removed: dict[str, list[list[float]]] = {q: [[] for _ in self.orders] for q in queues}
         self.cand: dict[str, _Found | None] = {}  # per queue ("" the root): what its subtree gives next
@@ -374,26 +376,26 @@ class VictimPicker:
             self.queue_keys[name] = key
         return key
 
-    def state_changed(self) -> None:
+    def state_changed(self, evicted: Iterable[PodInfo]) -> None:
         """Evictions became part of the statement: keys are stale; picked pods now evicted are already
-        out of their queue's allocation."""
-        # Per queue, its subtree's picked pods that left, in the order they were picked.
-        gone: dict[str, list[PodInfo]] = {}
-        kept: list[tuple[str, PodInfo]] = []
-        alive_leaves: set[str] = set()  # leaves with a picked pod still active
-        paths = self.paths
-        for entry in self.picked:
-            if entry[1].status in ACTIVE:
-                kept.append(entry)
-                alive_leaves.add(entry[0])
-            else:
-                for name in paths[entry[0]]:
-                    gone.setdefault(name, []).append(entry[1])
-        if not gone:
+        out of their queue's allocation. `evicted`: the pods the statement evicts now (every picked pod
+        that is not active any more is among them)."""
+        picked = self.picked
+        found = {id(t): entry for t in evicted if (entry := picked.get(id(t))) is not None and t.status not in ACTIVE}
+        if not found:
             self.stale = True
             return
-        self.picked = kept
-        alive = {name for leaf in alive_leaves for name in paths[leaf]}  # queues with one in their subtree
+        left = sorted(found.values(), key=lambda entry: entry[0])  # the order they were picked
+        # Per queue, its subtree's picked pods that left, in the order they were picked.
+        gone: dict[str, list[PodInfo]] = {}
+        paths, leaf_picked = self.paths, self.leaf_picked
+        for _, leaf, pod in left:
+            del picked[id(pod)]
+            leaf_picked[leaf] -= 1
+            for name in paths[leaf]:
+                gone.setdefault(name, []).append(pod)
+        # Queues with a picked pod still counted in their subtree.
+        alive = {name for leaf, count in leaf_picked.items() if count for name in paths[leaf]}
         for name, pods in gone.items():
             if name not in alive:
                 self.removed[name] = [[] for _ in self.orders]
@@ -506,7 +508,8 @@ class VictimPicker:
         claimed, picked = self.claimed, self.picked
         for t in tasks:
             claimed.add(id(t))
-            picked.append((leaf, t))
+            picked[id(t)] = (len(claimed), leaf, t)
+        self.leaf_picked[leaf] += len(tasks)
         removed, queue_keys = self.removed, self.queue_keys
         path = self.paths[leaf]
         single = len(per) == 1 and len(per[0]) == 1 and len(per[0][0]) == 3  # one hook, one pod, 3 numbers

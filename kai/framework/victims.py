@@ -584,7 +584,7 @@ class Solver:
                             potential.keep(rows, lambda c, chunk=chunk: c is not chunk)  # type: ignore[misc]
                             break
                     if step:
-                        self.picker.state_changed()
+                        self.picker.state_changed(t for c in (*recorded, *group) for t in c.tasks)
                         self._base = None
                         recorded += group
                         taken = {id(c) for c in group}
