@@ -465,21 +465,28 @@ class VictimPicker:
                 for name in self.ups[leaf]:
                     best: str | None = None
                     best_key: tuple[Any, ...] | None = None
+                    best_found: _Found | None = None
                     for child in self.children[name]:
                         found = cand[child]
                         if found is None:
                             continue
                         if best is None:
-                            best = child
+                            best, best_found = child, found
                             continue
                         if best_key is None:
-                            best_key = keys.get(best) or self._key(best)
+                            best_key = keys.get(best)
+                            if best_key is None:
+                                assert best_found is not None
+                                best_key = keys[best] = (
+                                    key_fn(queues[best], removed[best][0], best_found[6][0]),
+                                    best,
+                                )
                         key = keys.get(child)
                         if key is None:
                             key = keys[child] = (key_fn(queues[child], removed[child][0], found[6][0]), child)
                         if key < best_key:
-                            best, best_key = child, key
-                    cand[name] = None if best is None else cand[best]
+                            best, best_key, best_found = child, key, found
+                    cand[name] = best_found
                     keys.pop(name, None)
         found = self.cand.get("")
         if found is None:
