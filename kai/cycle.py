@@ -63,12 +63,24 @@ def open_session(
 
 
 def job_outcome(
-    ssn: Session, job: PodGroupInfo, evicted: list[Cause] | None = None, cache: dict[Any, Any] | None = None
+    ssn: Session,
+    job: PodGroupInfo,
+    evicted: list[Cause] | None = None,
+    cache: dict[Any, Any] | None = None,
+    key: str | None = None,
 ) -> JobOutcome:
-    fit = ssn.fit_errors.get(job.key)
+    """The job's outcome at the end of the cycle. `key`: the job's key, when the caller has it."""
+    fit = ssn.fit_errors.get(job.key if key is None else key) if ssn.fit_errors else None
     # Without a fit error or an eviction, an outcome that needs no explanation (a running job) depends on
     # the pods' statuses only: it is remembered on the job while they stay as they are.
     plain = fit is None and not evicted
+    if plain and len(job.leaves) == 1:
+        # The common case at once: one sub-group, every pod running, at least minMember of them.
+        sub = job.leaves[0]
+        counts = sub.counts()
+        running = counts.get(PodStatus.RUNNING, 0)
+        if running and running >= sub.min_member and running == sum(counts.values()):
+            return JobOutcome(job.queue, "Running", "", "")
     version = job.version if plain else None
     if plain:
         memo = job.memo.get("outcome")
@@ -102,8 +114,9 @@ def close_session(ssn: Session) -> Decisions:
         fn(ssn)
     evicted = eviction_causes(ssn)
     cache: dict[Any, Any] = {}
+    outcomes = ssn.decisions.jobs
     for key, job in ssn.jobs.items():
-        ssn.decisions.jobs[key] = job_outcome(ssn, job, evicted.get(key), cache)
+        outcomes[key] = job_outcome(ssn, job, evicted.get(key) if evicted else None, cache, key)
     return ssn.decisions
 
 
@@ -155,3 +168,106 @@ def _run_cycle(
     finally:
         if "ssn" in box:  # the session changed the snapshot's pods in place: put them back
             box["ssn"].restore()
+
+
+CycleFn = Callable[[ClusterSnapshot, SchedulerConfig], Decisions]
+
+
+def _inert(decisions: Decisions) -> bool:
+    """Carrying out these decisions leaves the cluster as it was: nothing bound, nothing evicted, no
+    PodGroup annotation to write (pipelined pods stay pending until resources are released)."""
+    return not (decisions.bindings or decisions.evictions or decisions.last_start or decisions.stale_since)
+
+
+def longest_min_runtime(config: SchedulerConfig, snapshot: ClusterSnapshot) -> float:
+    """The longest minimum runtime (seconds) any job of the snapshot may be protected for (0: none):
+    the minruntime plugin's defaults and every queue's own values, when the plugin is configured."""
+    longest = 0.0
+    for option in config.plugins:
+        if option.name != "minruntime":
+            continue
+        factory = plugin_factory(option.name)
+        if factory is None:
+            continue
+        plugin = factory(option.arguments)
+        longest = max(longest, float(plugin.default_preempt), float(plugin.default_reclaim))  # type: ignore[attr-defined]
+        for queue in snapshot.queues.values():
+            for value in (queue.preempt_min_runtime, queue.reclaim_min_runtime):
+                if value is not None:
+                    longest = max(longest, float(value))
+    return longest
+
+
+class CycleRunner:
+    """Runs cycle after cycle on a cluster that its caller changes between them (`kai simulate
+    --rounds`, the simulator over time, a live loop), and answers a cycle whose outcome is provably
+    the previous one's without running it.
+
+    The cycle is a function of the snapshot and the configuration alone. So when the caller changed
+    nothing since the last cycle (`changed=False`: it only carried out the decisions this runner
+    returned, and perhaps moved `now` on), and those decisions changed nothing either (nothing bound or
+    evicted, no annotation written), the next cycle sees what the last one saw, and decides the same,
+    unless `now` itself matters. Time enters a cycle in three places, each checked here:
+
+    * min-runtime: a job started less than its minimum runtime ago is protected (and the messages say
+      for how long). While any job may still be protected at the last cycle's `now`, only a cycle at
+      that same instant is answered from the last one;
+    * stale gangs: a job below its minMember since `stale_since` is evicted once `now - stale_since`
+      reaches the grace period; a cycle at or past that instant for any such job runs;
+    * time-based fair share: the snapshot's `queue_usage` (refreshed by the caller every
+      `fetchInterval`) must be what the last cycle saw.
+
+    Every other cycle runs in full. The Decisions returned for a skipped cycle is the last cycle's
+    own object: callers must not change it."""
+
+    def __init__(self, config: SchedulerConfig, cycle: CycleFn | None = None) -> None:
+        self.config = config
+        self._cycle: CycleFn = cycle if cycle is not None else run_cycle
+        self._last: Decisions | None = None
+        self._now = 0.0
+        self._usage: dict[str, dict[str, float]] = {}
+        self._stale_since: list[float] = []
+        self._protected = False
+        self.skipped = 0  # cycles answered from the previous one
+        self.ran = 0  # cycles run in full
+
+    def run(self, snapshot: ClusterSnapshot, changed: bool = True) -> Decisions:
+        """The decisions of a cycle on `snapshot`. `changed`: the caller changed the snapshot since the
+        last call in some way other than carrying out the decisions returned then and moving `now`."""
+        if not changed and self._reusable(snapshot):
+            self.skipped += 1
+            assert self._last is not None
+            return self._last
+        decisions = self._cycle(snapshot, self.config)
+        self.ran += 1
+        self._remember(snapshot, decisions)
+        return decisions
+
+    def forget(self) -> None:
+        """Run the next cycle in full whatever the caller says."""
+        self._last = None
+
+    def _remember(self, snapshot: ClusterSnapshot, decisions: Decisions) -> None:
+        if not _inert(decisions):
+            self._last = None
+            return
+        self._last = decisions
+        now = self._now = snapshot.now
+        self._usage = {queue: dict(usage) for queue, usage in snapshot.queue_usage.items()}
+        # After a cycle that wrote no stale-since annotation, the jobs that carry one are the stale ones.
+        self._stale_since = [pg.stale_since for pg in snapshot.podgroups.values() if pg.stale_since is not None]
+        longest = longest_min_runtime(self.config, snapshot)
+        self._protected = longest > 0 and any(
+            pg.last_start is not None and now < pg.last_start + longest for pg in snapshot.podgroups.values()
+        )
+
+    def _reusable(self, snapshot: ClusterSnapshot) -> bool:
+        if self._last is None or snapshot.queue_usage != self._usage:
+            return False
+        now = snapshot.now
+        if now == self._now:
+            return True
+        if now < self._now or self._protected:
+            return False
+        grace = self.config.params.staleness_grace_period
+        return grace < 0 or all(now - since < grace for since in self._stale_since)

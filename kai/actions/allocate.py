@@ -7,13 +7,27 @@ import numpy as np
 from kai.framework.action import register_action
 from kai.framework.jobqueue import JobQueue
 from kai.framework.placement import leaf_short_of_allocations, place_tasks, tasks_to_allocate
+from kai.framework.placementcache import placement_cache
 from kai.framework.session import EPS, Session
 from kai.framework.statement import Statement
 from kai.model import ALLOCATED, PodGroupInfo, PodInfo, PodStatus
 
 
 def _candidates(ssn: Session) -> list[PodGroupInfo]:
-    return [job for job in ssn.jobs.values() if job.has_pending() and job.is_ready()]
+    """Jobs with a pending pod that are ready (as `has_pending() and is_ready()`, with the common case of
+    one leaf read straight from its status counters), among the jobs that had pending pods at open."""
+    found = []
+    pending = PodStatus.PENDING
+    for job in ssn.jobs_with_pending():
+        leaves = job.leaves
+        if len(leaves) == 1:
+            if not leaves[0].counts().get(pending, 0):
+                continue
+        elif not job.has_pending():
+            continue
+        if job.is_ready():
+            found.append(job)
+    return found
 
 
 class FreeResources:
@@ -45,12 +59,18 @@ class FreeResources:
 
 @register_action("allocate")
 def allocate(ssn: Session) -> None:
+    with placement_cache(ssn):
+        _allocate(ssn)
+
+
+def _allocate(ssn: Session) -> None:
     free = FreeResources(ssn) if ssn.config.params.defer_oversized_jobs else None
     queue = JobQueue(
         ssn,
         _candidates(ssn),
         ssn.config.queue_depth_per_action.get("allocate"),
         defer_for_pop=None if free is None else (lambda: free.too_big),
+        stable_keys=True,
     )
     while (job := queue.pop()) is not None:
         tasks = tasks_to_allocate(ssn, job)

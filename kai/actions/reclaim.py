@@ -16,7 +16,7 @@ _PLACED_NOW = frozenset({PodStatus.ALLOCATED, PodStatus.PIPELINED})
 
 
 def pending_jobs(ssn: Session) -> list[PodGroupInfo]:
-    return [job for job in ssn.jobs.values() if job.has_pending() and job.is_ready()]
+    return [job for job in ssn.jobs_with_pending() if job.has_pending() and job.is_ready()]
 
 
 def running_preemptible(ssn: Session, job: PodGroupInfo) -> bool:

@@ -33,6 +33,18 @@ def is_stale(job: PodGroupInfo) -> bool:
     return stale
 
 
+def _maybe_stale(job: PodGroupInfo) -> bool:
+    """is_stale, answered at once for a job of one sub-group from its status counters: stale needs some
+    active pods, fewer than minMember."""
+    leaves = job.leaves
+    if len(leaves) == 1:
+        sub = leaves[0]
+        active = sub.active()
+        if not active or active >= sub.min_member:
+            return False
+    return is_stale(job)
+
+
 def _is_stale(job: PodGroupInfo) -> bool:
     counts = job.status_counts()
     if counts.get(PodStatus.SUCCEEDED, 0) or not any(n for status, n in counts.items() if status in _PRESENT):
@@ -43,8 +55,10 @@ def _is_stale(job: PodGroupInfo) -> bool:
 @register_action("stalegangeviction")
 def stale_gang_eviction(ssn: Session) -> None:
     grace = ssn.config.params.staleness_grace_period
-    for key in sorted(ssn.jobs):
-        job = ssn.jobs[key]
+    # Only a job that is stale or carries a stale instant has anything to do here: those, in key order.
+    jobs = ssn.jobs
+    for key in sorted(key for key, job in jobs.items() if job.stale_since is not None or _maybe_stale(job)):
+        job = jobs[key]
         if not is_stale(job):
             if job.stale_since is not None:
                 ssn.decisions.stale_since[key] = None

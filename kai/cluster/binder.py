@@ -157,6 +157,7 @@ class Binder:
         self._node_locks_lock = threading.Lock()
         # Pods bound here whose watch event has not come back: node -> {pod key: requests}.
         self._assumed: dict[str, dict[str, dict[str, float]]] = defaultdict(dict)
+        self._assumed_on: dict[str, str] = {}  # pod key -> the node of its entry in _assumed
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
         self.bound = 0
@@ -221,8 +222,11 @@ class Binder:
         key = object_key(obj)
         node = (obj.get("spec") or {}).get("nodeName")
         if event_type == DELETED or node:
-            for assumed in self._assumed.values():
-                assumed.pop(key, None)
+            # (One lookup, not a pass over every node's entries: this runs for every pod event, while
+            # workers add entries for other nodes.)
+            assumed_on = self._assumed_on.pop(key, None)
+            if assumed_on is not None:
+                self._assumed[assumed_on].pop(key, None)
         if event_type == DELETED:
             self._requests_cache.pop(str((obj.get("metadata") or {}).get("uid")), None)
 
@@ -303,16 +307,17 @@ class Binder:
                     self._check_fit(pod, node, groups)
                     self._prepare_shared_gpus(pod, node_name, groups, spec)
                     self._bind(pod, node_name)
-                    self._assumed[node_name][pod_key] = self._requests(pod)
+                    self._assume(node_name, pod_key, pod)
             else:
                 # Reserve under the lock (fit check + assume), bind outside it: binds to one node overlap.
                 with self._node_lock(node_name):
                     self._check_fit(pod, node, [])
-                    self._assumed[node_name][pod_key] = self._requests(pod)
+                    self._assume(node_name, pod_key, pod)
                 try:
                     self._bind(pod, node_name)
                 except BaseException:
                     self._assumed[node_name].pop(pod_key, None)
+                    self._assumed_on.pop(pod_key, None)
                     raise
             self.cache.assume_bound(pod, node_name)
             self._report(br, "Succeeded", "")
@@ -344,6 +349,11 @@ class Binder:
             claims.allocate(self.kube, pod, allocations)
         except claims.ClaimError as err:
             raise BindError(str(err)) from err
+
+    def _assume(self, node: str, pod_key: str, pod: dict[str, Any]) -> None:
+        """The pod holds the node's resources until its watch event (bound or deleted) comes back."""
+        self._assumed_on[pod_key] = node
+        self._assumed[node][pod_key] = self._requests(pod)
 
     def _node_lock(self, node: str) -> threading.Lock:
         with self._node_locks_lock:
@@ -546,6 +556,8 @@ class Binder:
     def cleanup_reservations(self) -> int:
         """Delete reservation pods whose GPU group no live fractional pod uses; returns how many."""
         pods = self.cache.store(PODS).items()
+        if not any(key.startswith(RESERVATION_NAMESPACE + "/") for key in pods):
+            return 0  # none to delete (the common case: no GPU sharing)
         in_use: set[tuple[str, str]] = set()
         brs = self.cache.store(BIND_REQUESTS).items()
         for key, pod in pods.items():

@@ -61,9 +61,18 @@ from kai.cluster.kube import (
 from kai.cluster.reflector import DELETED, Reflector, Store, wait_all_synced
 
 RESERVATION_NAMESPACE = "kai-resource-reservation"
+RESERVED = RESERVATION_NAMESPACE + "/"
 STORAGE_KINDS = (NAMESPACES, PVCS, PVS, STORAGE_CLASSES)
 SCHEDULER_KINDS = (
-    NODES, PODS, QUEUES, PODGROUPS, PRIORITY_CLASSES, BIND_REQUESTS, TOPOLOGIES, *DRA_KINDS, *STORAGE_KINDS
+    NODES,
+    PODS,
+    QUEUES,
+    PODGROUPS,
+    PRIORITY_CLASSES,
+    BIND_REQUESTS,
+    TOPOLOGIES,
+    *DRA_KINDS,
+    *STORAGE_KINDS,
 )
 BINDER_KINDS = (NODES, PODS, BIND_REQUESTS)
 
@@ -132,6 +141,15 @@ class CacheView:
     stale_bind_requests: list[tuple[dict[str, Any], str]] = field(default_factory=list)  # (BR, why)
     storage_listed: bool = False  # `objects` hold every PersistentVolumeClaim (the cache watches them)
     signature: tuple[Any, ...] = ()  # the store versions and in-flight requests the view was taken from
+    # For a consumer that keeps what it derives from views (kai.cluster.incremental): the views are
+    # numbered; `changed_pods` holds (at least) the keys of the pods whose object in `objects` may differ
+    # from the one the view numbered `serial - 1` handed over (None: unknown); `fixed` holds the objects
+    # that are neither Pods nor PodGroups, in `objects`' order; `copies` the Binding copies by pod key.
+    serial: int = 0
+    versions_after: tuple[int, ...] = ()  # the stores' change counts once the view was read
+    changed_pods: set[str] | None = None
+    fixed: list[dict[str, Any]] = field(default_factory=list)
+    copies: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 class ClusterCache:
@@ -145,15 +163,12 @@ class ClusterCache:
         self._node_of: dict[str, str] = {}
         self._index_lock = threading.Lock()
         # BindRequests being created (pod key -> body): the scheduler's own, not yet answered.
-        self.in_flight: dict[str, dict[str, Any]] = {}
+        self.in_flight = InFlight()
         kinds = list(kinds)
         if any(k in DRA_KINDS for k in kinds) and not serves_dra(kube):
             kinds = [k for k in kinds if k not in DRA_KINDS]  # no DRA API: no claims to read
         self._last_view: CacheView | None = None
-        # pod key -> (pod, BindRequest, the pod as Binding): kept while neither changes.
-        self._binding_copies: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {}
-        # id(BindRequest) -> (it, its pod, node exists, pod key, why stale): see view().
-        self._judged: dict[int, tuple[dict[str, Any], dict[str, Any] | None, bool, str, str | None]] = {}
+        self._derived: _Derived | None = None  # what views derive, kept between them (made by the first)
         for resource in kinds:
             handler = self._index_pod if resource is PODS else None
             r = Reflector(kube, resource, on_event=handler, watch_timeout=watch_timeout, name=resource.plural)
@@ -237,79 +252,200 @@ class ClusterCache:
         return br, pod, node_exists, pod_key, why
 
     def signature(self) -> tuple[Any, ...]:
-        """What a view depends on: every store's change count and the in-flight BindRequests."""
-        versions = tuple(store.version for store in self.stores.values())
-        return versions, tuple((key, id(body)) for key, body in list(self.in_flight.items()))
+        """What a view depends on: every store's change count and the in-flight BindRequests'."""
+        return tuple(store.version for store in self.stores.values()), self.in_flight.version
 
     def view(self) -> CacheView:
         signature = self.signature()  # before the items: a change that lands meanwhile shows next time
         last = self._last_view
         if last is not None and last.signature == signature:
             return last
+        if self._derived is None:
+            self._derived = _Derived(self)
+        return self._derived.view(signature)
+
+
+Judged = tuple[dict[str, Any], "dict[str, Any] | None", bool, str, "str | None"]
+
+
+class InFlight(dict):  # type: ignore[type-arg]
+    """The BindRequests being created (pod key -> body), with a change count and the keys changed since
+    the cache's last view (a writer thread pops what another thread put)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.version = 0
+        self._changed: set[str] = set()
+        self._lock = threading.Lock()
+
+    def _note(self, key: str) -> None:  # after the change: a view that misses the key sees it next time
+        with self._lock:
+            self._changed.add(key)
+            self.version += 1
+
+    def __setitem__(self, key: str, value: dict[str, Any]) -> None:
+        super().__setitem__(key, value)
+        self._note(key)
+
+    def __delitem__(self, key: str) -> None:
+        super().__delitem__(key)
+        self._note(key)
+
+    def pop(self, key: str, *default: Any) -> Any:
+        value = super().pop(key, *default)
+        self._note(key)
+        return value
+
+    def take(self) -> set[str]:
+        """The keys changed since the last take."""
+        with self._lock:
+            keys, self._changed = self._changed, set()
+        return keys
+
+
+class _Derived:
+    """What the view derives from the stores, kept between views and updated for the keys that changed
+    (the stores' change logs): each BindRequest's judgement, the live request of each pod, the pods in
+    Binding state with their Binding copies, and the reservation pods left out. A view then costs
+    dictionary copies plus work per changed object."""
+
+    def __init__(self, cache: ClusterCache) -> None:
+        self.cache = cache
+        self.logs = {kind: store.changes() for kind, store in cache.stores.items()}
+        self.node_names: set[str] = set()
+        self.judged: dict[str, Judged] = {}  # BindRequest key -> its judgement
+        self.requests_of: dict[str, set[str]] = defaultdict(set)  # pod key -> keys of the requests naming it
+        self.live: dict[str, set[str]] = defaultdict(set)  # pod key -> keys of its live requests
+        self.stale: set[str] = set()  # keys of stale requests
+        self.binding: dict[str, str] = {}  # pod key -> node, for pods in Binding state
+        self.copies: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {}  # (pod, BR, copy)
+        self.reserved: set[str] = set()  # reservation pods' keys
+        self.serial = 0  # views made
+
+    def _take(self, resource: Resource) -> tuple[dict[str, dict[str, Any]], set[str]]:
+        store = self.cache.stores.get(resource.kind)
+        if store is None:
+            return {}, set()
+        return store.items_and_changes(self.logs[resource.kind])
+
+    def view(self, signature: tuple[Any, ...]) -> CacheView:
+        cache = self.cache
+        flying = cache.in_flight.take()  # before the copy: a change that lands meanwhile is redone next time
+        in_flight = dict(cache.in_flight)
+        nodes, node_changes = self._take(NODES)
+        pods, pod_changes = self._take(PODS)
+        brs, br_changes = self._take(BIND_REQUESTS)
 
         def items(resource: Resource) -> dict[str, dict[str, Any]]:
-            store = self.stores.get(resource.kind)
+            store = cache.stores.get(resource.kind)
             return store.items() if store is not None else {}
 
-        nodes, pods, brs = items(NODES), items(PODS), items(BIND_REQUESTS)
         queues, podgroups = items(QUEUES), items(PODGROUPS)
         objects: list[dict[str, Any]] = list(nodes.values())
         objects.extend(queues.values())
         objects.extend(podgroups.values())
-        objects.extend(items(PRIORITY_CLASSES).values())
-        objects.extend(items(TOPOLOGIES).values())
-        for resource in (*DRA_KINDS, *STORAGE_KINDS):
-            objects.extend(items(resource).values())
+        fixed = list(objects[: len(nodes) + len(queues)])
+        for resource in (PRIORITY_CLASSES, TOPOLOGIES, *DRA_KINDS, *STORAGE_KINDS):
+            listed = items(resource).values()
+            objects.extend(listed)
+            fixed.extend(listed)
         view = CacheView([], pods, podgroups, queues, nodes, brs)
-        view.storage_listed = self.watches_storage
+        view.fixed = fixed
+        self.serial += 1
+        view.serial = self.serial
+        view.storage_listed = cache.watches_storage
         view.signature = signature
-        live_br: dict[str, dict[str, Any]] = {}
-        judged = self._judged
-        kept_judged: dict[int, tuple[dict[str, Any], dict[str, Any] | None, bool, str, str | None]] = {}
-        for br in brs.values():
-            # What a BindRequest is depends only on it, its pod and whether its node exists: judged once
-            # while none of the three changes.
-            entry = judged.get(id(br))
-            if entry is not None and entry[0] is br and pods.get(entry[3]) is entry[1]:
-                spec = br.get("spec") or {}
-                if (spec.get("selectedNode") in nodes) is not entry[2]:
-                    entry = None
-            else:
-                entry = None
-            if entry is None:
-                entry = self._judge(br, pods, nodes)
-            kept_judged[id(br)] = entry
-            why, pod_key = entry[4], entry[3]
-            if why is None:
-                if pod_key:
-                    live_br[pod_key] = br
-            else:
-                view.stale_bind_requests.append((br, why))
-        self._judged = kept_judged
+
+        # BindRequests to judge again: those that changed, those naming a pod that changed, and every one
+        # when a node came or went (what a request is depends on it, its pod and whether its node exists).
+        flipped = False
+        for name in node_changes:
+            if (name in nodes) is not (name in self.node_names):
+                flipped = True
+                if name in nodes:
+                    self.node_names.add(name)
+                else:
+                    self.node_names.discard(name)
+        dirty = set(brs) | set(self.judged) if flipped else set(br_changes)
+        for key in pod_changes:
+            dirty.update(self.requests_of.get(key, ()))
+        touched_pods = set(pod_changes) | flying  # pods whose Binding state may have changed
+        for key in dirty:
+            old = self.judged.pop(key, None)
+            if old is not None:
+                touched_pods.add(old[3])
+                self._unlink(key, old[3])
+            self.stale.discard(key)
+            br = brs.get(key)
+            if br is None:
+                continue
+            entry = ClusterCache._judge(br, pods, nodes)
+            self.judged[key] = entry
+            pod_key, why = entry[3], entry[4]
+            if pod_key:
+                self.requests_of[pod_key].add(key)
+                touched_pods.add(pod_key)
+            if why is not None:
+                self.stale.add(key)
+            elif pod_key:
+                self.live[pod_key].add(key)
+        if self.stale:
+            view.stale_bind_requests = [(brs[k], self.judged[k][4]) for k in brs if k in self.stale]  # type: ignore[misc]
+
         # Pods with a request and no node yet are Binding: each is handed over as its Binding copy.
-        in_flight = dict(self.in_flight)
-        copies = self._binding_copies
-        kept_copies: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {}
-        reserved = RESERVATION_NAMESPACE + "/"
-        for key in {**in_flight, **live_br}:
+        for key in touched_pods:
+            if key.startswith(RESERVED):
+                if key in pods:
+                    self.reserved.add(key)
+                else:
+                    self.reserved.discard(key)
+                continue
             pod = pods.get(key)
-            if pod is None or key.startswith(reserved) or (pod.get("spec") or {}).get("nodeName"):
+            br = self._live_request(key, brs) or in_flight.get(key)
+            if (
+                pod is None
+                or br is None
+                or (pod.get("spec") or {}).get("nodeName")
+                or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+            ):
+                self.binding.pop(key, None)
+                self.copies.pop(key, None)
                 continue
-            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-                continue
-            br = live_br.get(key) or in_flight[key]
-            view.binding[key] = str((br.get("spec") or {}).get("selectedNode"))
-            kept = copies.get(key)
+            self.binding[key] = str((br.get("spec") or {}).get("selectedNode"))
+            kept = self.copies.get(key)
             if kept is None or kept[0] is not pod or kept[1] is not br:
-                kept = (pod, br, as_binding(pod, br))
-            kept_copies[key] = kept
-        if kept_copies:
-            objects.extend(
-                kept_copies[k][2] if k in kept_copies else p for k, p in pods.items() if not k.startswith(reserved)
-            )
+                self.copies[key] = (pod, br, as_binding(pod, br))
+        view.binding = dict(self.binding)
+        view.copies = {key: kept[2] for key, kept in self.copies.items()}
+        view.changed_pods = {k for k in touched_pods if not k.startswith(RESERVED)}
+        if self.copies or self.reserved:
+            listed = list(pods.values())
+            position = dict(zip(pods, range(len(listed)), strict=True))
+            for key, kept in self.copies.items():
+                listed[position[key]] = kept[2]
+            for at in sorted((position[k] for k in self.reserved if k in position), reverse=True):
+                del listed[at]
+            objects.extend(listed)
         else:
-            objects.extend(p for k, p in pods.items() if not k.startswith(reserved))
-        self._binding_copies = kept_copies
+            objects.extend(pods.values())
         view.objects = objects
-        self._last_view = view
+        view.versions_after = tuple(store.version for store in cache.stores.values())
+        cache._last_view = view
         return view
+
+    def _unlink(self, br_key: str, pod_key: str) -> None:
+        for index in (self.requests_of, self.live):
+            keys = index.get(pod_key)
+            if keys is not None:
+                keys.discard(br_key)
+                if not keys:
+                    del index[pod_key]
+
+    def _live_request(self, pod_key: str, brs: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+        """The pod's live BindRequest (of several, the last in the store's order, as a full pass finds)."""
+        keys = self.live.get(pod_key)
+        if not keys:
+            return None
+        if len(keys) == 1:
+            return brs.get(next(iter(keys)))
+        return next((brs[k] for k in reversed(list(brs)) if k in keys), None)

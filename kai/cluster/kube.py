@@ -301,12 +301,12 @@ def iter_lines(resp: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
     """The newline-separated lines of a streaming response, as they arrive."""
     buffer = b""
     for chunk in resp.stream(amt=None, decode_content=True):
-        buffer += chunk
-        while True:
-            cut = buffer.find(b"\n")
-            if cut < 0:
-                break
-            line, buffer = buffer[:cut], buffer[cut + 1 :]
+        if b"\n" not in chunk:
+            buffer += chunk
+            continue
+        lines = (buffer + chunk).split(b"\n")  # one pass per chunk, not a copy of the rest per line
+        buffer = lines.pop()
+        for line in lines:
             if line:
                 yield line
     if buffer.strip():

@@ -36,8 +36,11 @@ def member(labels: dict[str, str], label_key: str, value: str) -> bool:
 
 
 def select(objects: list[dict[str, Any]], label_key: str, value: str) -> list[dict[str, Any]]:
-    """The objects one partition sees (all of them when `label_key` is empty)."""
+    """The objects one partition sees (all of them when `label_key` is empty, and, for the default
+    partition, when no object carries the label: then the very list given is returned)."""
     if not label_key:
+        return objects
+    if not value and not any(label_key in ((o.get("metadata") or {}).get("labels") or ()) for o in objects):
         return objects
     nodes: set[str] = set()
     groups: set[str] = set()

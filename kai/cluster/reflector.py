@@ -56,12 +56,33 @@ class Store:
 
     ``version`` counts changes, so a reader can tell cheaply whether anything changed.
     ``list()`` returns a new list of the current objects: a consistent view of the kind.
+    ``changes()`` gives a :class:`ChangeLog`: the keys changed since its last ``take()``, for a reader
+    that keeps something derived per object and updates only what changed.
     """
 
     def __init__(self) -> None:
         self._items: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
         self.version = 0
+        self._logs: list[ChangeLog] = []
+
+    def changes(self) -> ChangeLog:
+        """A new change log of this store (it starts with every key: nothing has been seen yet)."""
+        log_ = ChangeLog(self)
+        with self._lock:
+            log_._keys.update(self._items)
+            self._logs.append(log_)
+        return log_
+
+    def items_and_changes(self, log_: ChangeLog) -> tuple[dict[str, dict[str, Any]], set[str]]:
+        """A copy of the items and the keys changed since the log's last take, in one consistent step."""
+        with self._lock:
+            keys, log_._keys = log_._keys, set()
+            return dict(self._items), keys
+
+    def _changed(self, key: str) -> None:  # under the lock
+        for log_ in self._logs:
+            log_._keys.add(key)
 
     def get(self, key: str) -> dict[str, Any] | None:
         return self._items.get(key)
@@ -91,6 +112,8 @@ class Store:
             old = self._items.get(key)
             self._items[key] = obj
             self.version += 1
+            if self._logs:
+                self._changed(key)
         return old
 
     def remove(self, obj: dict[str, Any]) -> dict[str, Any] | None:
@@ -98,6 +121,8 @@ class Store:
         with self._lock:
             old = self._items.pop(key, None)
             self.version += 1
+            if self._logs:
+                self._changed(key)
         return old
 
     def replace(self, objects: Iterable[dict[str, Any]]) -> list[tuple[str, dict[str, Any], dict[str, Any] | None]]:
@@ -114,9 +139,25 @@ class Store:
                     events.append((ADDED, obj, None))
                 elif _rv(old) != _rv(obj):
                     events.append((MODIFIED, obj, old))
+            for log_ in self._logs:  # every key that is not the very same object as before
+                log_._keys.update(k for k, o in self._items.items() if fresh.get(k) is not o)
+                log_._keys.update(k for k, o in fresh.items() if self._items.get(k) is not o)
             self._items = fresh
             self.version += 1
         return events
+
+
+class ChangeLog:
+    """The keys of one :class:`Store` that changed (put, removed, replaced) since the last :meth:`take`."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._keys: set[str] = set()
+
+    def take(self) -> set[str]:
+        with self.store._lock:
+            keys, self._keys = self._keys, set()
+        return keys
 
 
 def _rv(obj: dict[str, Any]) -> str:

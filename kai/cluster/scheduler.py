@@ -9,7 +9,9 @@ One cycle (:meth:`Scheduler.run_once`):
    cycle goes on without them; objects that use a feature kai has not built (the snapshot's
    ``unsupported``) are logged, counted (``kai_unsupported_feature_uses_total``) and get a warning
    event, once each. Incrementally: the builder's ``ConversionMemo`` converts each pod and node
-   once per change of its object, and when the cache's view is the very one of the last cycle
+   once per change of its object; where only pods, pod groups and nodes changed, only the pod
+   groups they affect are built again and the others are kept from the last snapshot
+   (:mod:`kai.cluster.incremental`); and when the cache's view is the very one of the last cycle
    (nothing changed), the last build is reused with the new ``now`` (the builder reads ``now``
    for nothing else), so such a cycle builds nothing;
 4. ``run_cycle(snapshot, config, run_step)`` — the core, timed per step through ``run_step``;
@@ -25,6 +27,7 @@ loader refuses a snapshot with any bad object; live, bad objects are only left o
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import logging
 import threading
@@ -40,17 +43,21 @@ from kai.api.timeutil import format_time
 from kai.cluster import partition
 from kai.cluster.cache import CacheView, ClusterCache
 from kai.cluster.events import EventRecorder
+from kai.cluster.incremental import IncrementalSnapshot, PartialMemo
 from kai.cluster.metrics import Metrics
-from kai.cluster.status import GroupUsages, queue_usage
+from kai.cluster.status import GroupUsages, QueueUsage, queue_usage
 from kai.cluster.usagedb import usage_source
 from kai.cycle import run_cycle
 from kai.framework.config import SchedulerConfig
 from kai.framework.decisions import Binding, Decisions, Eviction
 from kai.model import CPU, GPU, MEMORY, ClusterSnapshot, UnsupportedUse
-from kai.snapshot.builder import BuildResult, ConversionMemo, build_snapshot
+from kai.snapshot.builder import BuildResult
 from kai.usage import UsageTracker, snapshot_capacity
 
 log = logging.getLogger("kai.cluster.scheduler")
+
+GC_EVERY = 10.0  # seconds between the loop's garbage collections of what is not frozen (see Scheduler.run)
+GC_FULL_EVERY = 300.0  # seconds between its collections of everything
 
 
 class BindRequestPort(Protocol):
@@ -152,7 +159,8 @@ class Scheduler:
                 metrics.unsupported.labels(f"plugin/{name}").inc()
         self._stop = threading.Event()
         # The incremental snapshot: conversions kept between cycles, and the last view and its build.
-        self.memo = ConversionMemo()
+        self.memo = PartialMemo()
+        self.incremental = IncrementalSnapshot(self.memo, getattr(cache, "stores", {}))
         self.usages = GroupUsages()  # pod group usage for the queue gauges, kept while a group is unchanged
         self._last_build: tuple[CacheView, list[dict[str, Any]], BuildResult] | None = None
         # Time-based fair share (usageDBConfig set): usage from Prometheus, or the scheduler's own record.
@@ -231,13 +239,13 @@ class Scheduler:
             _, objects, built = last
             return objects, BuildResult(dataclasses.replace(built.snapshot, now=now), built.problems)
         objects = partition.select(view.objects, self.nodepool_label_key, self.partition_label_value)
-        result = build_snapshot(
+        result = self.incremental.build(
+            view,
             objects,
             now,
-            self.config.params.scheduler_name,
+            scheduler_name=self.config.params.scheduler_name,
             storage_listed=view.storage_listed,
             queue_label_key=self.queue_label_key,
-            memo=self.memo,
         )
         if objects is not view.objects:  # a node pool's scheduler: a queue of another pool is not "missing"
             result.problems[:] = partition.explain(
@@ -319,16 +327,21 @@ class Scheduler:
             m.evictions.labels(e.action).inc()
         for name, q in report.decisions.queues.items():
             m.queue(name, q.fair_share, snapshot.queue_usage.get(name, {}))
-        self._observe_queues(m, snapshot, report.decisions, self.usages)
+        rolled_up = getattr(self.status, "last_queue_usage", None)  # the status port's, for this very cycle
+        if rolled_up is not None and rolled_up[0] is snapshot and rolled_up[1] is report.decisions:
+            self._observe_queues(m, snapshot, rolled_up[2])
+        else:
+            self._observe_queues(m, snapshot, queue_usage(snapshot, report.decisions, self.usages))
+            self.usages.finish()
 
     @staticmethod
-    def _observe_queues(m: Metrics, snapshot: ClusterSnapshot, decisions: Decisions, usages: GroupUsages) -> None:
+    def _observe_queues(m: Metrics, snapshot: ClusterSnapshot, usages: dict[str, QueueUsage]) -> None:
         """KAI's queue-controller gauges: the spec's quotas and the rolled-up allocation (as Queue status)."""
 
         def cores(millicores: float) -> float:
             return millicores if millicores == -1 else millicores / 1000
 
-        for name, use in queue_usage(snapshot, decisions, usages).items():
+        for name, use in usages.items():
             spec = snapshot.queues[name].resources
             m.queue_info.labels(name).set(1)
             m.queue_deserved_gpus.labels(name).set(spec[GPU].quota)
@@ -337,7 +350,6 @@ class Scheduler:
             m.queue_allocated_gpus.labels(name).set(use.allocated.gpu)
             m.queue_allocated_cpu.labels(name).set(use.allocated.cpu / 1000)
             m.queue_allocated_memory.labels(name).set(use.allocated.memory)
-        usages.finish()
         capacity = snapshot_capacity(snapshot)
         m.cluster_capacity.labels("nvidia_com_gpu").set(capacity[GPU])
         m.cluster_capacity.labels("cpu").set(capacity[CPU] / 1000)
@@ -345,25 +357,52 @@ class Scheduler:
 
     # -- the loop -------------------------------------------------------------------------------
     def run(self, is_leader: Callable[[], bool] = lambda: True, max_cycles: int = 0) -> None:
-        """Cycle every `period` while leading, until :meth:`stop` (or `max_cycles` cycles)."""
-        while not self._stop.is_set():
-            began = time.monotonic()
-            self.last_loop = began
-            if is_leader() and self.cache.synced:
-                try:
-                    report = self.run_once()
-                    log.debug(
-                        "cycle %d: %.1f ms, %d bound, %d evicted",
-                        report.number,
-                        report.seconds * 1000,
-                        len(report.bound),
-                        len(report.evicted),
-                    )
-                except Exception:
-                    log.exception("scheduling cycle failed")
-                if max_cycles and self.cycles >= max_cycles:
-                    return
-            self._stop.wait(max(0.0, self.period - (time.monotonic() - began)))
+        """Cycle every `period` while leading, until :meth:`stop` (or `max_cycles` cycles).
+
+        Garbage collection: the process holds a large, long-lived heap (every object of the cluster as
+        parsed JSON, which reference counting frees when a watch event replaces it) and each cycle
+        leaves a few thousand objects in reference cycles (the session's plugins and hooks, the last
+        snapshot's pod groups). The collector's own trigger runs full collections over that whole heap
+        every few cycles; instead, while the loop runs, automatic collection is off and, between
+        cycles, every `GC_EVERY` seconds what is not frozen is collected and what survives is frozen
+        (`gc.freeze`: not scanned again, still freed by reference counting), so that a collection scans
+        only what the last seconds made; every `GC_FULL_EVERY` seconds everything is unfrozen and
+        collected (what became garbage in a cycle while frozen is reclaimed then).
+        """
+        collecting = gc.isenabled()
+        gc.disable()
+        last_collect = last_full = time.monotonic()
+        try:
+            while not self._stop.is_set():
+                began = time.monotonic()
+                self.last_loop = began
+                if is_leader() and self.cache.synced:
+                    try:
+                        report = self.run_once()
+                        log.debug(
+                            "cycle %d: %.1f ms, %d bound, %d evicted",
+                            report.number,
+                            report.seconds * 1000,
+                            len(report.bound),
+                            len(report.evicted),
+                        )
+                    except Exception:
+                        log.exception("scheduling cycle failed")
+                    if max_cycles and self.cycles >= max_cycles:
+                        return
+                moment = time.monotonic()
+                if moment - last_full >= GC_FULL_EVERY:
+                    gc.unfreeze()
+                    last_full = moment
+                if moment - last_collect >= GC_EVERY or moment == last_full:
+                    gc.collect()
+                    gc.freeze()
+                    last_collect = time.monotonic()
+                self._stop.wait(max(0.0, self.period - (time.monotonic() - began)))
+        finally:
+            gc.unfreeze()
+            if collecting:
+                gc.enable()
 
     def stop(self) -> None:
         self._stop.set()

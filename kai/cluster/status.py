@@ -116,21 +116,36 @@ def usage(pg: Any, bound: set[str], evicted: set[str]) -> GroupUsage:
 class GroupUsages:
     """:func:`usage` per pod group, kept from one cycle to the next while the group holds the very same
     pod objects (the incremental snapshot shares a pod's PodInfo until its object changes) and none of
-    them is bound or evicted by the cycle: a steady group costs an identity check, not a sum."""
+    them is bound or evicted by the cycle: a steady group costs an identity check, not a sum. Asked
+    again for the very same group object in a cycle (or in the next, when it reused the snapshot), the
+    answer is looked up by that object."""
 
     def __init__(self) -> None:
-        self._kept: dict[str, tuple[tuple[Any, ...], GroupUsage]] = {}
-        self._seen: dict[str, tuple[tuple[Any, ...], GroupUsage]] = {}
+        self._kept: dict[str, tuple[Any, tuple[Any, ...], GroupUsage]] = {}
+        self._seen: dict[str, tuple[Any, tuple[Any, ...], GroupUsage]] = {}
 
     def __call__(self, pg: Any, bound: set[str], evicted: set[str]) -> GroupUsage:
+        key = pg.key
+        entry = self._seen.get(key)
+        if entry is not None and entry[0] is pg:  # asked before this cycle, about this very group
+            return entry[2]
+        kept = self._kept.get(key)
+        if kept is not None and kept[0] is pg and kept[1] and not (bound or evicted):
+            # The very group of the last cycle (a snapshot kept or patched around it): the same pods.
+            self._seen[key] = kept
+            return kept[2]
         pods = tuple(pg.pods)
         if (bound or evicted) and any(p.key in bound or p.key in evicted for p in pods):
-            return usage(pg, bound, evicted)
-        entry = self._seen.get(pg.key) or self._kept.get(pg.key)
-        if entry is None or len(entry[0]) != len(pods) or any(a is not b for a, b in zip(entry[0], pods, strict=True)):
-            entry = (pods, usage(pg, bound, evicted))
-        self._seen[pg.key] = entry
-        return entry[1]
+            use = usage(pg, bound, evicted)
+            self._seen[key] = (pg, (), use)  # never kept for another cycle: () matches no group's pods
+            return use
+        entry = entry or kept
+        if entry is None or len(entry[1]) != len(pods) or any(a is not b for a, b in zip(entry[1], pods, strict=True)):
+            entry = (pg, pods, usage(pg, bound, evicted))
+        else:
+            entry = (pg, entry[1], entry[2])
+        self._seen[key] = entry
+        return entry[2]
 
     def finish(self) -> None:
         """End of a cycle: keep only the groups it saw."""
@@ -195,6 +210,8 @@ class StatusUpdater:
         # from: the same raw object, usage and outcome again need no write again (nothing is compared).
         self._clean: dict[str, tuple[Any, ...]] = {}
         self._clean_seen: dict[str, tuple[Any, ...]] = {}
+        # The last update's (snapshot, decisions, queue_usage): the scheduler's queue gauges read the same.
+        self.last_queue_usage: tuple[Any, Any, dict[str, QueueUsage]] | None = None
 
     # -- the cycle's entry point ----------------------------------------------------------------
     def update(
@@ -206,15 +223,17 @@ class StatusUpdater:
         for key, pg in snapshot.podgroups.items():
             outcome = decisions.jobs.get(key)
             raw_pg = podgroups.get(key)
-            pending_pods = [p for p in pg.pods if p.status is PodStatus.PENDING and p.key not in bound]
             message = outcome.message if outcome else ""
             reason = outcome.reason if outcome else ""
             causes = outcome.causes if outcome else []
             if message and causes and reason not in ("NotReady", "Pipelined"):
                 message = cause_text(causes[0])
-            mark = raw_pg is None or (raw_pg.get("spec") or {}).get("markUnschedulable") is not False
-            explain = bool(message) and reason not in ("NotReady", "Pipelined") and pending_pods
+            explain = bool(message) and reason not in ("NotReady", "Pipelined")
+            if explain:  # only then are the pending pods needed
+                pending_pods = [p for p in pg.pods if p.status is PodStatus.PENDING and p.key not in bound]
+                explain = bool(pending_pods)
             if explain:
+                mark = raw_pg is None or (raw_pg.get("spec") or {}).get("markUnschedulable") is not False
                 for pod in pending_pods:
                     raw = pods.get(pod.key)
                     if raw is None:
@@ -229,7 +248,9 @@ class StatusUpdater:
                 reasons = condition_reasons(causes, reason, text)
                 self._podgroup(key, pg, raw_pg, decisions, bound, evicted, text, reasons, now)
         self._refused_podgroups(snapshot, pods, podgroups, queues, now)
-        for name, use in queue_usage(snapshot, decisions, self.usages).items():
+        rolled_up = queue_usage(snapshot, decisions, self.usages)
+        self.last_queue_usage = (snapshot, decisions, rolled_up)  # the scheduler's queue gauges read it too
+        for name, use in rolled_up.items():
             raw_queue = queues.get(name)
             if raw_queue is None:
                 continue
@@ -396,8 +417,8 @@ class StatusUpdater:
                 if key not in self._in_flight:
                     self._written.pop(key, None)
             return False
-        patch = _with_removals(current, desired)
-        self._submit(key, desired, lambda: self.kube.patch(path, {"status": patch}))
+        # The patch is made on the writer's thread, and only when the write is not skipped.
+        self._submit(key, desired, lambda: self.kube.patch(path, {"status": _with_removals(current, desired)}))
         return True
 
     def _submit(self, key: str, memo: Any, write: Callable[[], Any]) -> None:

@@ -35,7 +35,8 @@ _NODE_CONDITIONS = """\
       {{ end }}
 """
 
-_NODE_INITIALIZE = """\
+_NODE_INITIALIZE = (
+    """\
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
 metadata:
@@ -53,7 +54,9 @@ spec:
     statusTemplate: |
       {{ $now := Now }}
       {{ $lastTransitionTime := or .metadata.creationTimestamp $now }}
-""" + _NODE_CONDITIONS + """\
+"""
+    + _NODE_CONDITIONS
+    + """\
       addresses:
       {{ with .status.addresses }}
       {{ YAML . 1 }}
@@ -98,8 +101,10 @@ spec:
         systemUUID: {{ or $nodeInfo.systemUUID `""` }}
       phase: Running
 """
+)
 
-_NODE_HEARTBEAT = """\
+_NODE_HEARTBEAT = (
+    """\
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
 metadata:
@@ -123,7 +128,9 @@ spec:
     statusTemplate: |
       {{ $now := Now }}
       {{ $lastTransitionTime := or .metadata.creationTimestamp $now }}
-""" + _NODE_CONDITIONS
+"""
+    + _NODE_CONDITIONS
+)
 
 _POD_READY = """\
 apiVersion: kwok.x-k8s.io/v1alpha1

@@ -30,7 +30,11 @@ class JobQueue:
 
     `defer_for_pop`, when given, is asked once per pop for a predicate: a job it holds true for leaves
     its heap before the queues are compared, so that it does not stand for its queue, and is handed out
-    only once every other job has been (it still gets its attempt, and its own why-pending message)."""
+    only once every other job has been (it still gets its attempt, and its own why-pending message).
+
+    `stable_keys` (allocate): between two pops only the popped job and its queues' allocation change,
+    so a queue's place in the queue order (for the job standing for it) is kept until a job of its
+    subtree is popped. Actions that evict change other queues' allocation and leave it off."""
 
     def __init__(
         self,
@@ -38,8 +42,10 @@ class JobQueue:
         jobs: Iterable[PodGroupInfo],
         depth: int | None = None,
         defer_for_pop: Callable[[], Skip] | None = None,
+        stable_keys: bool = False,
     ) -> None:
         self.ssn = ssn
+        self.keys: dict[str, tuple[PodGroupInfo, tuple[Any, ...]]] | None = {} if stable_keys else None
         self.depth = None if depth is None or depth == -1 else max(depth, 0)
         self.defer_for_pop = defer_for_pop
         self.deferred: list[PodGroupInfo] = []
@@ -93,11 +99,20 @@ class JobQueue:
     def _choose(self, names: Iterable[str], skip: Skip | None) -> tuple[str, PodGroupInfo] | None:
         """The child queue that ranks first under the queue order, with the job standing for it."""
         best: tuple[tuple[Any, ...], str, PodGroupInfo] | None = None
+        keys = self.keys
         for name in names:
             job = self._rep(name, skip)
             if job is None:
                 continue
-            key = self.ssn.queue_key(self.ssn.queues[name], job)
+            if keys is None:
+                key = self.ssn.queue_key(self.ssn.queues[name], job)
+            else:
+                kept = keys.get(name)
+                if kept is not None and kept[0] is job:
+                    key = kept[1]
+                else:
+                    key = self.ssn.queue_key(self.ssn.queues[name], job)
+                    keys[name] = (job, key)
             if best is None or key < best[0]:
                 best = (key, name, job)
         return None if best is None else (best[1], best[2])
@@ -112,6 +127,13 @@ class JobQueue:
                 self.last[parent] = name
             queue = self.ssn.queues[name]
             if queue.is_leaf:
-                return heapq.heappop(self.heaps[name])[2]
+                return self._popped(heapq.heappop(self.heaps[name])[2])
             names, parent = queue.children, name
-        return self.deferred.pop(0) if self.deferred else None
+        return self._popped(self.deferred.pop(0)) if self.deferred else None
+
+    def _popped(self, job: PodGroupInfo) -> PodGroupInfo:
+        """The job leaves to be acted on: the keys of its queues no longer hold."""
+        if self.keys is not None:
+            for queue in self.ssn.queue_path(job.queue):
+                self.keys.pop(queue.name, None)
+        return job

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kai.framework.placementcache import MISS, active_cache
 from kai.framework.session import EPS, NodeSubset, PlacementContext, Session, SubsetRequest
 from kai.framework.statement import Statement
 from kai.framework.status import Code, Status
@@ -60,7 +61,15 @@ def find_node(
     """The best node for the task, or None. Ties go to the first node by name. `subset` restricts the
     nodes to a candidate node set (and adds its per-node score bonuses).
 
-    One pass of whole-column numpy expressions over the node rows: no per-task copies of the node arrays."""
+    One pass of whole-column numpy expressions over the node rows: no per-task copies of the node arrays.
+    While a placement cache is active (kai.framework.placementcache) a task it can serve gets the same
+    answer from what the cache keeps."""
+    if subset is None:
+        cache = active_cache(ssn)
+        if cache is not None:
+            found = cache.find(task, allow_pipeline)
+            if found is not MISS:
+                return None if found is None else Placement(found[0], not found[1])
     nodes = ssn.nodes
     count = len(nodes)
     if not count:
@@ -133,9 +142,7 @@ def no_node_reasons(ssn: Session, task: PodInfo, subset: NodeSubset | None = Non
     if subset is not None:
         outside = remaining & ~subset.mask
         if outside.any():
-            reasons[f"node(s) were outside {subset.name or 'the node set chosen for the group'}"] += int(
-                outside.sum()
-            )
+            reasons[f"node(s) were outside {subset.name or 'the node set chosen for the group'}"] += int(outside.sum())
         remaining &= subset.mask
     for flt in ssn.hooks.node_filters:
         result = flt.fn(task)

@@ -8,7 +8,7 @@ allocate / deallocate event handlers.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -19,6 +19,7 @@ from kai.framework.decisions import Decisions
 from kai.framework.gpushare import GpuCandidate, SharedGpus
 from kai.framework.status import SUCCESS, Status
 from kai.model import (
+    ACTIVE,
     GPU,
     HOLDS_NODE,
     ClusterSnapshot,
@@ -61,6 +62,9 @@ class NodeState:
         # False while nothing on any node is being released (find_node then skips the releasing columns).
         # Whoever adds to `releasing` sets it (Statement, SharedGpus, the session's loading).
         self.maybe_releasing = False
+        # Every row whose idle or releasing resources changed, in order (whoever changes a row appends it:
+        # the Statement, for itself and for SharedGpus): the placement cache updates what it keeps from it.
+        self.changed: list[int] = []
         self.idle_cols = [self.idle[:, c] for c in range(width)]
         self.releasing_cols = [self.releasing[:, c] for c in range(width)]
 
@@ -120,6 +124,10 @@ class QueueAccounting(Protocol):
     def queue_figures(self, queue: str, job: PodGroupInfo | None = None) -> Any: ...  # causes.QueueFigures | None
 
 
+# A PlacementPossible hook: (job, tasks, free) -> False when the tasks certainly cannot be placed with at
+# most `free` available (a necessary condition of the hook's own placement rules; True when unsure).
+PlacementPossible = Callable[[PodGroupInfo, list[PodInfo], np.ndarray], bool]
+
 NodeFilter = Callable[[PodInfo], "np.ndarray | None"]
 NodeScorer = Callable[[PlacementContext], "np.ndarray | float"]
 
@@ -129,6 +137,9 @@ class NamedFilter:
     name: str
     reason: str  # "N node(s) <reason>"
     fn: NodeFilter
+    # True: the answer depends only on the task (and nodes' fixed properties), never on where other pods
+    # are, and a mask it returns is never changed afterwards (the placement cache keys on it).
+    static: bool = False
 
 
 NodeFit = Callable[[PodInfo], "tuple[np.ndarray, np.ndarray] | None"]
@@ -203,6 +214,10 @@ class Hooks:
     victim_queue_order: list[VictimQueueOrder] = field(default_factory=list)
     # subset_nodes: split the node set of a (sub-)group set into ordered candidate sets (topology).
     subset_nodes: list[SubsetNodes] = field(default_factory=list)
+    # placement_possible: may these tasks of the job be placed at all with at most `free` (idle +
+    # releasing, per node row and resource column)? False only when no placement can succeed (e.g. no
+    # topology domain has room): an eviction trial that cannot succeed is then skipped, not simulated.
+    placement_possible: list[PlacementPossible] = field(default_factory=list)
 
 
 class Session:
@@ -216,9 +231,12 @@ class Session:
         # cycle's decisions are taken, so that the snapshot is what it was.
         self.jobs: dict[str, PodGroupInfo] = dict(snapshot.podgroups)
         self.pods: list[PodInfo] = []  # every pod of `jobs`, job by job (for plugins that scan them all)
+        extend = self.pods.extend
         for job in self.jobs.values():
-            self.pods.extend(job.pods)
+            for sub in job.leaves:  # what `job.pods` holds, without building it
+                extend(sub.pods)
         self._touched: dict[int, tuple[PodInfo, PodStatus, str, tuple[str, ...]]] = {}
+        self._with_pending: list[PodGroupInfo] | None = None
         requests = {id(p.requests): p.requests for p in self.pods}
         extra: set[str] = set()
         for node in snapshot.nodes:
@@ -242,6 +260,16 @@ class Session:
         # Another scheduler's pods are load too, shared GPUs included; then the session's own pods.
         self._hold_all([*snapshot.foreign_pods, *self.pods])
 
+    def jobs_with_pending(self) -> list[PodGroupInfo]:
+        """The jobs that had pending pods when the session opened, in job order (found once per session).
+        Within a session a pod becomes pending again only when a placement of this session is undone, so
+        every job with a pending pod at any time of the session is among them: actions that look for
+        pending jobs scan these (and check `has_pending` themselves) instead of every job."""
+        found = self._with_pending
+        if found is None:
+            found = self._with_pending = [job for job in self.jobs.values() if job.has_pending()]
+        return found
+
     def touch(self, pod: PodInfo) -> None:
         """Remember the pod's state before the session first changes it."""
         if id(pod) not in self._touched:
@@ -262,24 +290,37 @@ class Session:
         fractional pods join their shared GPUs."""
         index = self.nodes.index
         rows: list[int] = []
-        vectors: list[np.ndarray] = []
-        releasing: list[int] = []  # positions in rows / vectors
+        slots: list[int] = []  # per row: the pod's request vector, a row of `table`
+        table: list[np.ndarray] = []
+        slot_of: dict[int, int] = {}  # id(pod.requests) -> row of `table`
+        releasing: list[int] = []  # positions in rows / slots
         shared: list[PodInfo] = []
+        shared_gpu: dict[int, bool] = {}  # id(pod.gpu) -> is it a shared-GPU request
+        holds, releasing_status = HOLDS_NODE, PodStatus.RELEASING
         for pod in pods:
-            if pod.status not in HOLDS_NODE:
+            status = pod.status
+            if status not in holds:
                 continue
-            if pod.gpu.is_shared:
+            gpu = pod.gpu
+            is_shared = shared_gpu.get(id(gpu))
+            if is_shared is None:
+                is_shared = shared_gpu[id(gpu)] = gpu.is_shared
+            if is_shared:
                 shared.append(pod)
             row = index.get(pod.node)
             if row is None:
                 continue
-            if pod.status is PodStatus.RELEASING:
+            if status is releasing_status:
                 releasing.append(len(rows))
             rows.append(row)
-            vectors.append(self.vector(pod))
+            slot = slot_of.get(id(pod.requests))
+            if slot is None:
+                slot = slot_of[id(pod.requests)] = len(table)
+                table.append(self.vector(pod))
+            slots.append(slot)
         if rows:
             at = np.array(rows, dtype=np.intp)
-            amounts = np.array(vectors)
+            amounts = np.array(table)[np.array(slots, dtype=np.intp)]
             np.subtract.at(self.nodes.idle, at, amounts)
             if releasing:
                 np.add.at(self.nodes.releasing, at[releasing], amounts[releasing])
@@ -391,6 +432,22 @@ class Session:
                 return last
             result = split
         return result
+
+    def placement_possible(self, job: PodGroupInfo, tasks: list[PodInfo], freed: Iterable[PodInfo] = ()) -> bool:
+        """False when a PlacementPossible hook is sure that `tasks` of `job` cannot be placed, even once
+        the `freed` pods (e.g. victims about to be evicted) have released their resources. Any placement
+        after those evictions has at most that much free, so a False answer means it would fail."""
+        hooks = self.hooks.placement_possible
+        if not hooks:
+            return True
+        nodes = self.nodes
+        free = nodes.idle + nodes.releasing
+        for pod in freed:
+            row = nodes.index.get(pod.node) if pod.status in ACTIVE else None
+            if row is not None:
+                free[row] += self.vector(pod)
+        free += np.abs(free) * 1e-12 + EPS  # slack: a different order of float sums never tightens the check
+        return all(fn(job, tasks, free) for fn in hooks)
 
     def pre_predicate(self, task: PodInfo) -> Status:
         for fn in self.hooks.pre_predicates:

@@ -53,6 +53,7 @@ class Statement:
         nodes = self.ssn.nodes
         row = nodes.index[node]
         nodes.idle[row] -= self.ssn.vector(task)
+        nodes.changed.append(row)
         op = _Op("allocate", task, row, task.status, task.node, prev_groups=task.gpu_groups)
         _move(task, PodStatus.ALLOCATED)
         task.node = node
@@ -70,6 +71,7 @@ class Statement:
         taken = np.minimum(vec, np.maximum(nodes.releasing[row], 0.0))
         nodes.releasing[row] -= taken
         nodes.idle[row] -= vec - taken
+        nodes.changed.append(row)
         op = _Op("pipeline", task, row, task.status, task.node, from_releasing=taken, prev_groups=task.gpu_groups)
         _move(task, PodStatus.PIPELINED)
         task.node = node
@@ -87,6 +89,7 @@ class Statement:
         if row >= 0:
             nodes.releasing[row] += vec
             nodes.maybe_releasing = True
+            nodes.changed.append(row)
             if task.gpu.is_shared:
                 self.ssn.gpus.release(row, task)
         self.ops.append(
@@ -136,10 +139,12 @@ class Statement:
         short = np.minimum(nodes.releasing[row], 0.0)
         nodes.releasing[row] -= short
         nodes.idle[row] += short
+        nodes.changed.append(row)
         if placed.gpu_undo is not None:
             self.ssn.gpus.untake(row, task, placed.gpu_undo)
         if task.gpu.is_shared and evicted.row >= 0:
             self.ssn.gpus.release(evicted.row, task, sign=-1.0)
+            nodes.changed.append(evicted.row)
         _move(task, evicted.prev_status)
         task.node, task.gpu_groups = evicted.prev_node, evicted.prev_groups
         del self.ops[pl]
@@ -154,6 +159,8 @@ class Statement:
         while len(self.ops) > checkpoint:
             op = self.ops.pop()
             vec = self.ssn.vector(op.task)
+            if op.row >= 0:
+                nodes.changed.append(op.row)
             if op.kind == "allocate":
                 nodes.idle[op.row] += vec
                 self.ssn.fire_deallocate(op.task)

@@ -465,6 +465,9 @@ class Solver:
         state rolled back); `self.returned` names the victims back where they were."""
         stmt, tasks = self.stmt, self.tasks
         self.policy_rejected = False
+        if not self.ssn.placement_possible(self.job, tasks[:k], (t for c in new for t in c.tasks)):
+            self.ssn.decisions.count("filtered", self.action)  # the simulation could not place the job
+            return 0
         self.ssn.decisions.count("simulated", self.action)
         cp = stmt.checkpoint()
         self._evict(new)

@@ -14,6 +14,7 @@ import numpy as np
 from kai.api import keys
 from kai.framework.gpushare import GpuCandidate
 from kai.framework.plugin import register_plugin
+from kai.framework.rowscore import RowScorer, Scored
 from kai.framework.session import NamedFilter, PlacementContext, Session
 from kai.framework.status import SUCCESS, Status, unresolvable
 from kai.model import PodInfo
@@ -45,6 +46,7 @@ class GpuOrderPlugin:
                     "migstrategy",
                     "had MIG (mixed strategy) GPUs, which serve only MIG slices",
                     lambda task: whole_ok if task.gpu.whole else None,
+                    static=True,
                 )
             )
 
@@ -84,12 +86,31 @@ class GpuSharingOrderPlugin:
 
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
-        ssn.hooks.node_scorers.append(self.score)
+        ssn.hooks.node_scorers.append(_SharingScorer(self))
 
     def score(self, ctx: PlacementContext) -> np.ndarray | float:
         if not ctx.task.gpu.is_shared or not self.ssn.gpus.groups:
             return 0.0
         return self.ssn.gpus.shares_a_group(ctx.task) * SHARING_ORDER_SCORE
+
+
+class _SharingScorer(RowScorer):
+    """0 for a whole-GPU task, which the placement cache may keep; a shared one is scored afresh."""
+
+    def __init__(self, plugin: GpuSharingOrderPlugin) -> None:
+        self.plugin = plugin
+
+    def __call__(self, ctx: PlacementContext) -> np.ndarray | float:
+        return self.plugin.score(ctx)
+
+    def signature(self, task: object) -> tuple[()] | None:
+        return None if task.gpu.is_shared else ()  # type: ignore[attr-defined]
+
+    def start(self, ctx: PlacementContext) -> Scored:
+        return Scored(0.0)
+
+    def update(self, ctx: PlacementContext, kept: Scored, rows: list[int]) -> bool:
+        return True
 
 
 register_plugin("gpupack")(lambda args: GpuOrderPlugin("gpupack", pack_key))

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kai.framework.plugin import register_plugin
+from kai.framework.rowscore import RowScorer, Scored
 from kai.framework.session import PlacementContext, Session
 
 SCORE = 100.0
@@ -17,11 +18,27 @@ class NodeAvailabilityPlugin:
     name: str = "nodeavailability"
 
     def on_session_open(self, ssn: Session) -> None:
-        ssn.hooks.node_scorers.append(self.score)
+        ssn.hooks.node_scorers.append(_Scorer())
 
     @staticmethod
     def score(ctx: PlacementContext) -> np.ndarray:
         return ctx.fits_idle * SCORE
+
+
+class _Scorer(RowScorer):
+    """The score at a row depends on that row only."""
+
+    def __call__(self, ctx: PlacementContext) -> np.ndarray:
+        return NodeAvailabilityPlugin.score(ctx)
+
+    def start(self, ctx: PlacementContext) -> Scored:
+        return Scored(ctx.fits_idle * SCORE)
+
+    def update(self, ctx: PlacementContext, kept: Scored, rows: list[int]) -> bool:
+        values, fits_idle = kept.values, ctx.fits_idle
+        for row in rows:
+            values[row] = SCORE if fits_idle[row] else 0.0  # type: ignore[index]
+        return True
 
 
 register_plugin("nodeavailability")(lambda args: NodeAvailabilityPlugin())

@@ -5,12 +5,14 @@ node with the largest free share. Scores lie in 0..9.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 import numpy as np
 
 from kai.api import keys
 from kai.framework.plugin import register_plugin
+from kai.framework.rowscore import RowScorer, Scored
 from kai.framework.session import PlacementContext, Session
 from kai.model import CPU, GPU
 
@@ -43,7 +45,7 @@ class NodePlacementPlugin:
             self.has[col] = nodes.allocatable[:, col] > 0
             self.spread_valid[col] = self.has[col] & (cap > 0)
             self.spread_denominator[col] = np.where(cap > 0, cap, 1.0)
-        ssn.hooks.node_scorers.append(self.score)
+        ssn.hooks.node_scorers.append(_Scorer(self))
 
     def score(self, ctx: PlacementContext) -> np.ndarray | float:
         gpu_task = ctx.task.needs_gpu
@@ -62,6 +64,193 @@ class NodePlacementPlugin:
         if high - low <= 1e-9:
             return np.where(has, MAX_SCORE, 0.0)
         return np.where(has, MAX_SCORE * (1.0 - (free - low) / (high - low)), 0.0)
+
+
+LEVELS = 256  # most distinct free amounts the incremental bin-packing score tabulates
+SCAN = 24  # up to this many, the bounds are read from per-amount counts instead of the masked columns
+
+
+class _Scorer(RowScorer):
+    """The plugin's score, kept up to date on changed rows. Spread's value at a row depends on that row
+    only. Bin-packing's also depends on the least and the most free amount among the scored candidates:
+    when either moves, every row's value changes; it is then computed once per distinct free amount (a
+    row's value depends only on its free amount) and gathered by row."""
+
+    def __init__(self, plugin: NodePlacementPlugin) -> None:
+        self.plugin = plugin
+
+    def __call__(self, ctx: PlacementContext) -> np.ndarray | float:
+        return self.plugin.score(ctx)
+
+    def signature(self, task: object) -> bool:
+        return bool(task.needs_gpu)  # type: ignore[attr-defined]
+
+    def _column(self, ctx: PlacementContext) -> tuple[int, str]:
+        plugin = self.plugin
+        if ctx.task.needs_gpu:
+            return plugin.gpu_col, plugin.gpu_strategy
+        return plugin.cpu_col, plugin.cpu_strategy
+
+    def start(self, ctx: PlacementContext) -> Scored:
+        col, strategy = self._column(ctx)
+        plugin = self.plugin
+        nodes = plugin.ssn.nodes
+        if strategy == "spread":
+            return Scored(plugin.score(ctx), _Spread(col, plugin.spread_valid[col], plugin.spread_denominator[col]))
+        has = plugin.has[col]
+        free = nodes.idle_cols[col] + nodes.releasing_cols[col]
+        scored = ctx.candidates & has
+        state = _Binpack(col, has, np.where(scored, free, np.inf), np.where(scored, free, -np.inf))
+        state.bounds = _bounds(state.low_of, state.high_of)
+        levels, inverse = np.unique(free[has], return_inverse=True)
+        if len(levels) <= LEVELS:
+            codes = np.zeros(len(free), dtype=np.intp)
+            codes[has] = inverse + 1
+            state.codes = codes
+            state.levels = levels.tolist()
+            state.order = list(range(1, len(levels) + 1))  # np.unique sorts
+            state.level_of = {v: i + 1 for i, v in enumerate(state.levels)}
+            scored_codes = np.where(scored, codes, 0)
+            state.scored_code = scored_codes.tolist()
+            state.count = np.bincount(scored_codes, minlength=len(levels) + 1).tolist()
+            state.count[0] = 0
+        return Scored(plugin.score(ctx), state)
+
+    def update(self, ctx: PlacementContext, kept: Scored, rows: list[int]) -> bool:
+        state = kept.state
+        nodes = self.plugin.ssn.nodes
+        idle, releasing = nodes.idle_cols[state.col], nodes.releasing_cols[state.col]
+        values = kept.values
+        if isinstance(state, _Spread):
+            valid, denominator = state.valid, state.denominator
+            for row in rows:
+                values[row] = (idle[row] + releasing[row]) / denominator[row] if valid[row] else 0.0  # type: ignore[index]
+            return True
+        assert isinstance(state, _Binpack)
+        has, candidates = state.has, ctx.candidates
+        low_of, high_of, codes = state.low_of, state.high_of, state.codes
+        changed = []
+        for row in rows:
+            free = idle[row] + releasing[row]
+            changed.append(free)
+            scored = candidates[row] and has[row]
+            if scored:
+                low_of[row] = high_of[row] = free
+            else:
+                low_of[row], high_of[row] = np.inf, -np.inf
+            if codes is not None:
+                code = 0
+                if has[row]:
+                    code = state.level_of.get(free, -1)
+                    if code < 0:
+                        if len(state.levels) >= LEVELS:
+                            state.codes = codes = None
+                            continue
+                        code = state.level_of[free] = len(state.levels) + 1
+                        state.levels.append(free)
+                        state.count.append(0)
+                        levels = state.levels
+                        bisect.insort(state.order, code, key=lambda c: levels[c - 1])
+                    codes[row] = code
+                old, new = state.scored_code[row], code if scored else 0
+                if old != new:
+                    state.count[old] -= 1
+                    state.count[new] += 1
+                    state.scored_code[row] = new
+        if codes is not None and len(state.levels) <= SCAN:
+            now = _counted_bounds(state.levels, state.order, state.count)
+        else:
+            now = _bounds(low_of, high_of)
+        bounds, state.bounds = state.bounds, now
+        if now is None:
+            if bounds is None:
+                return True  # still no scored row: 0.0 everywhere
+            kept.values = 0.0
+            return False
+        low, high = now
+        if now != bounds or not isinstance(values, np.ndarray):
+            if state.codes is None:
+                kept.values = self.plugin.score(ctx)
+                return False
+            if high - low <= 1e-9:
+                table = np.array([0.0] + [MAX_SCORE] * len(state.levels))
+            else:  # the same float operations as score()'s, one amount at a time
+                span = high - low
+                table = np.array([0.0] + [MAX_SCORE * (1.0 - (level - low) / span) for level in state.levels])
+            if isinstance(values, np.ndarray):
+                kept.values = np.take(table, state.codes, out=values)
+            else:
+                kept.values = table.take(state.codes)
+            return False
+        flat = high - low <= 1e-9
+        for row, free in zip(rows, changed, strict=True):
+            if not has[row]:
+                values[row] = 0.0
+            elif flat:
+                values[row] = MAX_SCORE
+            else:
+                values[row] = MAX_SCORE * (1.0 - (free - low) / (high - low))
+        return True
+
+
+class _Spread:
+    __slots__ = ("col", "denominator", "valid")
+
+    def __init__(self, col: int, valid: np.ndarray, denominator: np.ndarray) -> None:
+        self.col, self.valid, self.denominator = col, valid, denominator
+
+
+class _Binpack:
+    """What the incremental bin-packing score keeps: per row the free amount where scored (+inf / -inf
+    elsewhere, for the least / the most), the bounds, each row's free amount as a code into `levels`
+    (0: a row without the scored resource; None: too many distinct amounts to tabulate), and per code
+    how many scored rows have it."""
+
+    __slots__ = (
+        "bounds",
+        "codes",
+        "col",
+        "count",
+        "has",
+        "high_of",
+        "level_of",
+        "levels",
+        "low_of",
+        "order",
+        "scored_code",
+    )
+
+    def __init__(self, col: int, has: np.ndarray, low_of: np.ndarray, high_of: np.ndarray) -> None:
+        self.col, self.has = col, has
+        self.low_of, self.high_of = low_of, high_of
+        self.bounds: tuple[float, float] | None = None
+        self.codes: np.ndarray | None = None
+        self.levels: list[float] = []
+        self.level_of: dict[float, int] = {}
+        self.scored_code: list[int] = []  # per row: its code while it is a scored candidate, else 0
+        self.count: list[int] = []  # per code: scored rows with it
+        self.order: list[int] = []  # the codes by their free amount, least first
+
+
+def _bounds(low_of: np.ndarray, high_of: np.ndarray) -> tuple[float, float] | None:
+    """The least and the most free amount among the scored rows (None: no row is scored)."""
+    low = float(np.minimum.reduce(low_of)) if len(low_of) else np.inf
+    if low == np.inf:
+        return None
+    return low, float(np.maximum.reduce(high_of))
+
+
+def _counted_bounds(levels: list[float], order: list[int], count: list[int]) -> tuple[float, float] | None:
+    """The least and the most free amount among the scored rows, from the per-code counts."""
+    for low_code in order:
+        if count[low_code]:
+            break
+    else:
+        return None
+    for high_code in reversed(order):
+        if count[high_code]:
+            break
+    return float(levels[low_code - 1]), float(levels[high_code - 1])
 
 
 def _factory(args: dict[str, str]) -> NodePlacementPlugin:

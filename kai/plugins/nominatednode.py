@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kai.framework.plugin import register_plugin
+from kai.framework.rowscore import RowScorer, Scored
 from kai.framework.session import PlacementContext, Session
 
 SCORE = 1_000_000.0
@@ -20,17 +21,31 @@ class NominatedNodePlugin:
     def on_session_open(self, ssn: Session) -> None:
         if not any(p.nominated_node for p in ssn.pods):
             return
-        index = ssn.nodes.index
+        ssn.hooks.node_scorers.append(_Scorer(ssn.nodes.index))
 
-        def score(ctx: PlacementContext) -> np.ndarray | float:
-            row = index.get(ctx.task.nominated_node, -1) if ctx.task.nominated_node else -1
-            if row < 0:
-                return 0.0
-            bonus = np.zeros(len(ctx.candidates))
-            bonus[row] = SCORE
-            return bonus
 
-        ssn.hooks.node_scorers.append(score)
+class _Scorer(RowScorer):
+    """Fixed per node for a task's nominated node: nothing to update when rows change."""
+
+    def __init__(self, index: dict[str, int]) -> None:
+        self.index = index
+
+    def __call__(self, ctx: PlacementContext) -> np.ndarray | float:
+        row = self.index.get(ctx.task.nominated_node, -1) if ctx.task.nominated_node else -1
+        if row < 0:
+            return 0.0
+        bonus = np.zeros(len(ctx.candidates))
+        bonus[row] = SCORE
+        return bonus
+
+    def signature(self, task: object) -> str:
+        return task.nominated_node  # type: ignore[attr-defined,no-any-return]
+
+    def start(self, ctx: PlacementContext) -> Scored:
+        return Scored(self(ctx))
+
+    def update(self, ctx: PlacementContext, kept: Scored, rows: list[int]) -> bool:
+        return True
 
 
 register_plugin("nominatednode")(lambda args: NominatedNodePlugin())

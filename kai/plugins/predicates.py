@@ -65,6 +65,7 @@ class PredicatesPlugin:
                 "nodeselector",
                 "didn't match the pod's node selector",
                 self._filter("selector", matches_selector, lambda t: t.node_selector),
+                static=True,
             )
         )
         hooks.node_filters.append(
@@ -72,6 +73,7 @@ class PredicatesPlugin:
                 "nodeaffinity",
                 "didn't match the pod's required node affinity",
                 self._filter("affinity", matches_affinity, lambda t: t.required_affinity),
+                static=True,
             )
         )
         hooks.node_filters.append(
@@ -79,6 +81,7 @@ class PredicatesPlugin:
                 "tainttoleration",
                 "had taints that the pod didn't tolerate",
                 self._filter("taints", tolerates, lambda t: t.tolerations, always=True),
+                static=True,
             )
         )
         # kube-scheduler's filters that depend on other pods and on volumes, in its order.

@@ -52,6 +52,8 @@ class DomainTree:
     member: np.ndarray  # bool per node: has every level label
     ids: list[np.ndarray] = field(default_factory=list)  # per level: domain index per node, -1 outside
     names: list[list[str]] = field(default_factory=list)  # per level: domain IDs by index
+    ranks: list[np.ndarray] = field(default_factory=list)  # per level: each domain's place in name order
+    root_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # 0 on members, else -1
 
     @staticmethod
     def build(info: TopologyInfo, labels: list[dict[str, str]]) -> DomainTree:
@@ -69,6 +71,10 @@ class DomainTree:
                 ids[row] = index.setdefault(keys[row], len(index))
             tree.ids.append(ids)
             tree.names.append(list(index))
+            ranks = np.empty(len(index), dtype=np.int64)
+            ranks[sorted(range(len(index)), key=tree.names[-1].__getitem__)] = np.arange(len(index))
+            tree.ranks.append(ranks)
+        tree.root_ids = np.where(member, 0, -1)
         return tree
 
     def depth(self, level: str) -> int | None:
@@ -79,9 +85,11 @@ class DomainTree:
 
     def domain_ids(self, depth: int) -> np.ndarray:
         """Domain index per node at a depth; the root is domain 0 for every member node."""
-        if depth == ROOT:
-            return np.where(self.member, 0, -1)
-        return self.ids[depth]
+        return self.root_ids if depth == ROOT else self.ids[depth]
+
+    def domain_ranks(self, depth: int) -> np.ndarray:
+        """Each domain's place in the order of domain IDs (the tie break of domain order)."""
+        return np.zeros(1, dtype=np.int64) if depth == ROOT else self.ranks[depth]
 
     def domain_name(self, depth: int, index: int) -> str:
         return ROOT_NAME if depth == ROOT else self.names[depth][index]
@@ -106,8 +114,12 @@ class TopologyPlugin:
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
         self.trees: dict[str, DomainTree | None] = {}
+        self.member_levels: dict[tuple[str, str, str], _MemberLevels | None] = {}
+        self.shapes: dict[tuple[int, ...], _Shape] = {}
+        self.stacked: dict[tuple[str | int, ...], np.ndarray] = {}
         if any(_constrained(job) for job in ssn.jobs.values()):
             ssn.hooks.subset_nodes.append(self.subset_nodes)
+            ssn.hooks.placement_possible.append(self.placement_possible)
 
     # -- domains --------------------------------------------------------------------------------
     def tree(self, name: str) -> DomainTree | None:
@@ -133,12 +145,10 @@ class TopologyPlugin:
             return levels
         base = self._candidate_nodes(tree, request, constraint)
         free = self.ssn.nodes.idle + self.ssn.nodes.releasing
-        vectors = [self.ssn.vector(t) for t in tasks]
-        total = np.sum(vectors, axis=0)
-        columns = np.flatnonzero(total > EPS)
-        per_node, mixed = _pods_per_node(free, vectors, columns, base)
-        batch = _Batch(free, total, columns, per_node, mixed, len(tasks))
-        rooms = {depth: _room(tree, depth, base, batch) for depth in levels}
+        shape = self._shape(tasks)
+        per_node = _pods_per_node(free, shape, base)
+        batch = _Batch(free, shape.total, shape.columns, per_node, shape.mixed, shape.count)
+        rooms = _rooms(tree, levels, self._stacked_ids(tree, levels), base, batch)
         candidates = self._candidates(tree, levels, rooms, base)
         if not candidates:
             return self._failure(tree, constraint, levels, rooms, base, who, len(tasks))
@@ -151,6 +161,69 @@ class TopologyPlugin:
                 scores = _preferred_scores(tree, preferred, room, mask)
             out.append(NodeSubset(mask, scores, f"topology domain {tree.domain_name(depth, index)}"))
         return out
+
+    # -- the PlacementPossible hook ----------------------------------------------------------------
+    def placement_possible(self, job: PodGroupInfo, tasks: list[PodInfo], free: np.ndarray) -> bool:
+        """A necessary condition of `subset_nodes`, vectorised over domains: every (sub-)group set with
+        a constraint needs a domain of its relevant levels with room for its tasks in `free`, counted
+        over every usable node of the topology. The hook's own candidate nodes are a subset of those
+        (it also applies the predicates, the parent's set and the domains of active pods) and its free
+        room is at most `free`, and room only grows with nodes and free resources: when no domain has
+        room here, `subset_nodes` finds no candidate for the set, and the placement fails."""
+        if not tasks or not _constrained(job):
+            return True
+        sets = [(job.topology, tasks)]
+        if len(job.subgroups) > 1:
+            chains = {leaf: _ancestry(job, leaf) for leaf in {t.subgroup for t in tasks}}
+            for sub in job.subgroups.values():
+                if sub.topology is not None and sub.topology.topology:
+                    sets.append((sub.topology, [t for t in tasks if sub.name in chains[t.subgroup]]))
+        for constraint, mine in sets:
+            if constraint is None or not constraint.topology or not mine:
+                continue
+            levels = self._levels_over_members(constraint)
+            if levels is not None and not _room_somewhere(levels, self._shape(mine), free):
+                return False
+        return True
+
+    def _stacked_ids(self, tree: DomainTree, depths: list[int]) -> np.ndarray:
+        """The domain index per node of each level, levels one after the other, each level's indices
+        after those of the levels before it (cached; a (levels x nodes) array)."""
+        key = (tree.name, *depths)
+        stacked = self.stacked.get(key)
+        if stacked is None:
+            offset, rows = 0, []
+            for depth in depths:
+                ids = tree.domain_ids(depth)
+                rows.append(np.where(ids >= 0, ids + offset, -1))
+                offset += tree.domain_count(depth)
+            stacked = self.stacked[key] = np.array(rows)
+        return stacked
+
+    def _shape(self, tasks: list[PodInfo]) -> _Shape:
+        """The batch's `_Shape` (cached by the tasks' request vectors, which the session caches)."""
+        vectors = [self.ssn.vector(t) for t in tasks]
+        key = tuple(map(id, vectors))
+        shape = self.shapes.get(key)
+        if shape is None:
+            shape = self.shapes[key] = _Shape.of(vectors)
+        return shape
+
+    def _levels_over_members(self, constraint: TopologyConstraint) -> _MemberLevels | None:
+        """The constraint's relevant levels as domain indices over the usable member nodes (cached;
+        None when the placement itself reports the constraint as broken)."""
+        key = (constraint.topology, constraint.required_level, constraint.preferred_level)
+        if key not in self.member_levels:
+            tree = self.tree(constraint.topology)
+            depths = None if tree is None else self._relevant_depths(tree, constraint, "")
+            if tree is None or isinstance(depths, Status):
+                self.member_levels[key] = None
+            else:
+                base = tree.member & self.ssn.nodes.usable
+                rows = None if base.all() else np.flatnonzero(base)
+                ids = [tree.domain_ids(d) if rows is None else tree.domain_ids(d)[rows] for d in depths]
+                self.member_levels[key] = _MemberLevels(rows, ids, [tree.domain_count(d) for d in depths])
+        return self.member_levels[key]
 
     def _relevant_depths(self, tree: DomainTree, constraint: TopologyConstraint, who: str) -> list[int] | Status:
         """Levels whose domains may be candidates, lowest first."""
@@ -207,15 +280,23 @@ class TopologyPlugin:
         for depth in depths:
             room = rooms[depth]
             fitting = np.flatnonzero(room.fits)
-            order = sorted(fitting, key=lambda i: (-room.ratio[i], tree.domain_name(depth, int(i))))
+            if fitting.size == 0:
+                continue
+            # Fullest first (largest ratio), ties by domain ID.
+            order = fitting[np.lexsort((tree.domain_ranks(depth)[fitting], -room.ratio[fitting]))]
             ids = tree.domain_ids(depth)
-            for index in order:
-                count = int(room.nodes[index])
-                if any(ids[row] == index for row in added.get(count, ())):
+            masks = (ids == order[:, None]) & base  # one row per domain, in order
+            firsts = np.argmax(masks, axis=1).tolist()
+            # Domains of this level holding a lower candidate's first node, by that candidate's node count
+            # (two domains of one level never share a node).
+            lower = {(count, int(ids[row])) for count, rows in added.items() for row in rows}
+            counts = room.nodes.tolist()
+            for i, index in enumerate(order.tolist()):
+                count = int(counts[index])
+                if (count, index) in lower:
                     continue  # the same nodes as a lower candidate
-                mask = base & (ids == index)
-                out.append((depth, int(index), mask))
-                added.setdefault(count, []).append(int(np.argmax(mask)))
+                out.append((depth, index, masks[i]))
+                added.setdefault(count, []).append(firsts[i])
         return out
 
     def _failure(
@@ -268,6 +349,16 @@ def _constrained(job: PodGroupInfo) -> bool:
     return any(s.topology is not None and s.topology.topology for s in job.subgroups.values())
 
 
+def _ancestry(job: PodGroupInfo, leaf: str) -> set[str]:
+    """The names of a leaf sub-group and of every sub-group above it."""
+    names: set[str] = set()
+    current = job.subgroups.get(leaf)
+    while current is not None and current.name not in names:
+        names.add(current.name)
+        current = job.subgroups.get(current.parent) if current.parent else None
+    return names
+
+
 def _set_pods(request: SubsetRequest) -> list[PodInfo]:
     """Pods of the (sub-)group set's subtree (the whole job for the root)."""
     job, group = request.job, request.group
@@ -294,6 +385,40 @@ class _Batch:
     count: int
 
 
+def _rooms(
+    tree: DomainTree, depths: list[int], stacked: np.ndarray, base: np.ndarray, batch: _Batch
+) -> dict[int, _Room]:
+    """`_room` of every level at once: one bincount per measure over the levels' stacked domain
+    indices (each domain's bin still sums its own nodes in node order)."""
+    if len(depths) == 1:
+        return {depths[0]: _room(tree, depths[0], base, batch)}
+    sizes = [tree.domain_count(d) for d in depths]
+    size = sum(sizes)
+    ids = stacked[:, base].ravel()
+    nodes = np.bincount(ids, minlength=size)
+    pods = np.bincount(ids, weights=np.tile(batch.per_node[base], len(depths)), minlength=size)
+    fits = (pods >= batch.count) & (nodes > 0)
+    columns = batch.columns
+    if columns.size == 0:
+        ratio = np.zeros(size)
+    else:
+        width = columns.size
+        flat = (ids[:, None] * width + np.arange(width)).ravel()
+        weights = np.tile(batch.free[base][:, columns], (len(depths), 1)).ravel()
+        dom_free = np.bincount(flat, weights=weights, minlength=size * width).reshape(size, width)
+        total = batch.total[columns]
+        ratio = np.where(dom_free > EPS, total / np.maximum(dom_free, EPS), np.inf).max(axis=1)
+        if batch.mixed:
+            fits &= (dom_free >= total - EPS).all(axis=1)
+    out: dict[int, _Room] = {}
+    start = 0
+    for depth, count in zip(depths, sizes, strict=True):
+        end = start + count
+        out[depth] = _Room(nodes[start:end], pods[start:end], fits[start:end], ratio[start:end])
+        start = end
+    return out
+
+
 def _room(tree: DomainTree, depth: int, base: np.ndarray, batch: _Batch) -> _Room:
     """Per-domain sums of one level over the candidate nodes."""
     ids = tree.domain_ids(depth)[base]
@@ -301,43 +426,105 @@ def _room(tree: DomainTree, depth: int, base: np.ndarray, batch: _Batch) -> _Roo
     nodes = np.bincount(ids, minlength=size)
     pods = np.bincount(ids, weights=batch.per_node[base], minlength=size)
     fits = (pods >= batch.count) & (nodes > 0)
-    ratio = np.zeros(size)
-    for col in batch.columns:
-        dom_free = np.bincount(ids, weights=batch.free[base, col], minlength=size)
-        ratio = np.maximum(ratio, np.where(dom_free > EPS, batch.total[col] / np.maximum(dom_free, EPS), np.inf))
-        if batch.mixed:
-            fits &= dom_free >= batch.total[col] - EPS
+    columns = batch.columns
+    if columns.size == 0:
+        return _Room(nodes, pods, fits, np.zeros(size))
+    # Free room per domain and requested resource, all columns in one bincount (sums in node order).
+    width = columns.size
+    flat = (ids[:, None] * width + np.arange(width)).ravel()
+    dom_free = np.bincount(flat, weights=batch.free[base][:, columns].ravel(), minlength=size * width)
+    dom_free = dom_free.reshape(size, width)
+    total = batch.total[columns]
+    ratio = np.where(dom_free > EPS, total / np.maximum(dom_free, EPS), np.inf).max(axis=1)
+    if batch.mixed:
+        fits &= (dom_free >= total - EPS).all(axis=1)
     return _Room(nodes, pods, fits, ratio)
 
 
-def _pods_per_node(
-    free: np.ndarray, vectors: list[np.ndarray], columns: np.ndarray, base: np.ndarray
-) -> tuple[np.ndarray, bool]:
-    """How many pods of the batch each candidate node can hold: copies of the task for identical tasks.
-    For a mixed batch, copies of the element-wise smallest task: an upper bound, so that no domain that
-    could hold the batch is dropped (mixed batches are also checked by free sums per domain, and the
-    placement itself decides). Capped at the batch size; 0 off the candidate nodes."""
-    count = len(vectors)
-    first = vectors[0]
-    mixed = any(v is not first and not np.array_equal(v, first) for v in vectors[1:])
-    unit = np.min(vectors, axis=0) if mixed else first
-    cols = columns[unit[columns] > EPS]
+@dataclass(slots=True)
+class _Shape:
+    """What a batch asks for: the summed request and its columns, whether its tasks differ, and the unit
+    counted per node with the unit's columns: the task, or for a mixed batch the element-wise smallest
+    task (an upper bound, so that no domain that could hold the batch is dropped; mixed batches are also
+    checked by free sums per domain, and the placement itself decides)."""
+
+    total: np.ndarray
+    columns: np.ndarray
+    mixed: bool
+    unit: np.ndarray
+    unit_columns: np.ndarray  # the unit's requested columns
+    unit_amounts: np.ndarray  # the unit's request in those columns
+    count: int
+
+    @staticmethod
+    def of(vectors: list[np.ndarray]) -> _Shape:
+        count = len(vectors)
+        first = vectors[0]
+        mixed = False
+        if count > 1 and any(v is not first for v in vectors):
+            mixed = not bool((np.array(vectors) == first).all())
+        total = np.sum(vectors, axis=0)
+        columns = np.flatnonzero(total > EPS)
+        unit = np.min(vectors, axis=0) if mixed else first
+        unit_columns = columns[unit[columns] > EPS]
+        return _Shape(total, columns, mixed, unit, unit_columns, unit[unit_columns], count)
+
+
+def _pods_per_node(free: np.ndarray, shape: _Shape, base: np.ndarray) -> np.ndarray:
+    """How many pods of the batch each candidate node can hold (copies of the shape's unit), capped at
+    the batch size; 0 off the candidate nodes."""
+    return np.where(base, _copies(free, shape), 0.0)
+
+
+def _copies(free: np.ndarray, shape: _Shape) -> np.ndarray:
+    """Copies of the batch's unit that each row of `free` holds, capped at the batch size."""
+    cols = shape.unit_columns
     if cols.size == 0:
-        per = np.full(free.shape[0], float(count))
-    else:
-        per = np.floor(np.min((free[:, cols] + EPS) / unit[cols], axis=1))
-        per = np.clip(per, 0.0, float(count))
-    return np.where(base, per, 0.0), mixed
+        return np.full(free.shape[0], float(shape.count))
+    per = np.floor(np.min((free[:, cols] + EPS) / shape.unit_amounts, axis=1))
+    np.maximum(per, 0.0, out=per)
+    return np.minimum(per, float(shape.count), out=per)
+
+
+@dataclass(slots=True)
+class _MemberLevels:
+    """A constraint's relevant levels over the usable nodes of its topology (the pre-check's domains)."""
+
+    rows: np.ndarray | None  # the node rows (None: every node)
+    ids: list[np.ndarray]  # per level: domain index of each of those nodes
+    sizes: list[int]  # per level: domain count
+
+
+def _room_somewhere(levels: _MemberLevels, shape: _Shape, free: np.ndarray) -> bool:
+    """Whether some domain of some level has room for the batch in `free`, counted as `_room` counts
+    (whole pods per node; for a mixed batch also the free sum of each requested resource)."""
+    room = free if levels.rows is None else free[levels.rows]
+    per = _copies(room, shape)
+    count = shape.count
+    if shape.mixed:
+        need = shape.total[shape.columns] - EPS
+        sums = room[:, shape.columns]
+    for ids, size in zip(levels.ids, levels.sizes, strict=True):
+        fits = np.bincount(ids, weights=per, minlength=size) >= count
+        if shape.mixed:
+            for j in range(need.size):
+                fits &= np.bincount(ids, weights=sums[:, j], minlength=size) >= need[j]
+        if fits.any():
+            return True
+    return False
 
 
 def _enclosing_domain(tree: DomainTree, base: np.ndarray) -> str:
     """The lowest domain that holds every candidate node."""
     name = ROOT_NAME
+    if not base.any():
+        return name
     for depth in range(len(tree.levels)):
-        present = np.unique(tree.ids[depth][base])
-        if present.size != 1:
+        ids = tree.ids[depth][base]
+        first = int(ids[0])
+        if first < 0 or not (ids == first).all():
             break
-        name = tree.names[depth][int(present[0])]
+        name = tree.names[depth][first]
     return name
 
 
@@ -346,11 +533,10 @@ def _preferred_scores(tree: DomainTree, depth: int, room: _Room, mask: np.ndarra
     scoring highest (floor(10 * (i + 1) / N) steps of 10,000)."""
     ids = tree.ids[depth]
     present = np.unique(ids[mask])
-    order = sorted(present, key=lambda i: (-room.ratio[i], tree.names[depth][int(i)]))
+    order = present[np.lexsort((tree.ranks[depth][present], -room.ratio[present]))]
     rank = np.zeros(len(tree.names[depth]))
     total = len(order)
-    for position, index in enumerate(order):
-        rank[index] = np.floor(10.0 * (position + 1) / total) * SCORE_STEP
+    rank[order] = np.floor(10.0 * np.arange(1, total + 1) / total) * SCORE_STEP
     return np.where(mask, rank[np.maximum(ids, 0)], 0.0)
 
 

@@ -7,7 +7,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from kai.cycle import run_cycle
+from kai.cycle import CycleRunner
 from kai.framework.config import SchedulerConfig
 from kai.framework.decisions import Decisions
 from kai.model import ClusterSnapshot, NodeSelectorTerm, PodInfo, PodStatus, ResourceClaimInfo, SelectorRequirement
@@ -100,8 +100,11 @@ def simulate(snapshot: ClusterSnapshot, config: SchedulerConfig, rounds: int = 1
     result = SimulationResult()
     state = snapshot
     owners = pod_owners(snapshot)  # rounds move pods between statuses, never between pod groups
+    # Between rounds only the decisions change the cluster: a round after one that changed nothing
+    # decides the same (the runner answers it without running the cycle again).
+    runner = CycleRunner(config)
     for number in range(1, rounds + 1):
-        decisions = run_cycle(state, config)
+        decisions = runner.run(state, changed=False)
         result.rounds.append(RoundResult(number, decisions))
         result.last = decisions
         state = apply_decisions(state, decisions, owners)

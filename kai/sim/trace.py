@@ -14,8 +14,10 @@ from the previous one is skipped: one runs when jobs arrived or finished, after 
 or pipelined pods (resources are being released), and — while jobs wait — after `idleCycleInterval`
 of quiet, so that what depends on the clock gets its turn (time-based fair share, whose usage KAI
 refreshes every `fetchInterval`; min-runtime protections; stale gangs). Each quiet cycle that decides
-nothing doubles that interval, up to `maxIdleCycleInterval`; any event resets it. `exact=True` runs
-every cycle of the grid instead.
+nothing doubles that interval, up to `maxIdleCycleInterval`; any event resets it. A quiet cycle after
+one that changed nothing is answered from that one unless time could change its outcome (a min-runtime
+protection running, a stale gang reaching its grace period, new usage figures: kai.cycle.CycleRunner).
+`exact=True` runs every cycle of the grid instead, each in full.
 
 Time-based fair share: when the scheduler config has `usageDBConfig`, the allocation history of
 the simulation itself feeds `kai.usage`, refreshed every `fetchInterval`, and each cycle's
@@ -32,7 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kai.cycle import run_cycle
+from kai.cycle import CycleRunner, run_cycle
 from kai.framework.config import SchedulerConfig
 from kai.framework.decisions import Decisions
 from kai.model import CPU, GPU, HOLDS_NODE, MEMORY, ClusterSnapshot, PodGroupInfo, PodInfo, PodStatus
@@ -170,6 +172,9 @@ class TraceSimulator:
         self.idle_interval = params.idle_cycle_interval
         self.events_since_cycle = True
         self.last_decisions: Decisions | None = None
+        # Quiet cycles (no event since the last one, which changed nothing) whose outcome cannot differ are
+        # answered from the last one (kai.cycle.CycleRunner checks what time changes); `exact` runs them all.
+        self.runner = CycleRunner(config, lambda snap, cfg: run_cycle(snap, cfg))
         self.changed_allocation = False
         self.evicted_pods = 0
         self.cycles: list[CycleRecord] = []
@@ -360,7 +365,7 @@ class TraceSimulator:
                 if self.usage_params.window_type == "sliding":
                     self.history.forget_before(t - self.usage_params.window_size)
             usage_gpu = {q: round(v.get(GPU, 0.0), 6) for q, v in state.queue_usage.items()}
-        decisions = run_cycle(state, self.config)
+        decisions = self.runner.run(state, changed=self.events_since_cycle or self.params.exact)
         self.last_decisions = decisions
         new = self._apply_decisions(state, decisions)
         self.state = new

@@ -88,6 +88,31 @@ GPU_SHARING_ANNOTATIONS = (
 def _content_key(spec: dict[str, Any]) -> tuple[Any, ...] | None:
     """What decides a pod's effective request (containers' and init containers' requests and limits,
     overhead), as a hashable key; None when it holds anything but plain strings and numbers."""
+    containers = spec.get("containers")
+    if (
+        type(containers) is list
+        and len(containers) == 1
+        and not spec.get("initContainers")
+        and spec.get("overhead") is None
+    ):  # the common pod: one container, its requests and limits (the general walk below gives the same key)
+        container = containers[0]
+        res = container.get("resources") or {} if type(container) is dict else None
+        if type(res) is dict:
+            limits, requests = res.get("limits") or {}, res.get("requests") or {}
+            if type(limits) is dict and type(requests) is dict:
+                key = (
+                    tuple(limits.items()),
+                    tuple(map(type, limits.values())),
+                    tuple(requests.items()),
+                    tuple(map(type, requests.values())),
+                    "containers",
+                    "initContainers",
+                )
+                try:
+                    hash(key)
+                except TypeError:
+                    return None
+                return key
     parts: list[Any] = []
     for section in ("containers", "initContainers"):
         for container in spec.get(section) or ():
@@ -189,6 +214,7 @@ class SnapshotBuilder:
         self.warnings: list[str] = []
         self._requests: dict[tuple[Any, ...], Resources] = {}  # pod request content -> its Resources
         self._gpu_requests: dict[int, tuple[Resources, GpuRequest]] = {}  # for pods without sharing annotations
+        self._times: dict[Any, float] = {}  # timestamps parsed, by their text (a cluster repeats a few thousand)
         self.by_kind: dict[str, list[dict[str, Any]]] = {
             k: [] for k in ("Node", "Queue", "PodGroup", "PriorityClass", "Pod", "Topology", *STORAGE_KINDS)
         }
@@ -486,10 +512,17 @@ class SnapshotBuilder:
         if raw is None:
             return 0.0 if fld == "creationTimestamp" else None
         try:
-            return parse_time(raw)
+            return self._times[raw]
+        except (KeyError, TypeError):
+            pass
+        try:
+            moment = parse_time(raw)
         except ValueError:
             self._problem(kind, obj, f"metadata.{fld}", f"is not an RFC 3339 timestamp: {raw!r}")
             return None
+        if isinstance(raw, str):
+            self._times[raw] = moment
+        return moment
 
     def _ensure_default_queues(self, queues: dict[str, QueueInfo]) -> None:
         """KAI's Helm chart installs these two; a snapshot that relies on them need not list them."""
@@ -575,17 +608,21 @@ class SnapshotBuilder:
 
         node_names = {n.name for n in snapshot.nodes}
         seen: set[str] = set()
+        convert = self._pod if self.memo is None else lambda obj: self._converted(obj, self._pod)
         for obj in self.by_kind["Pod"]:
-            pod = self._converted(obj, self._pod)
+            pod = convert(obj)
             if pod is None:
                 continue
-            if pod.key in seen:
+            key = pod.key
+            if key in seen:
                 self._problem("Pod", obj, "metadata.name", "is defined twice")
                 continue
-            seen.add(pod.key)
+            seen.add(key)
             if pod.node and pod.node not in node_names and pod.status in (PodStatus.RUNNING, PodStatus.RELEASING):
-                self.warnings.append(f"Pod {pod.key}: spec.nodeName {pod.node!r} is not a node of the snapshot")
-            self.dra.attach(obj, pod)
+                self.warnings.append(f"Pod {key}: spec.nodeName {pod.node!r} is not a node of the snapshot")
+            spec = obj.get("spec")
+            if not isinstance(spec, dict) or spec.get("resourceClaims"):  # the pod's DRA claims, if any
+                self.dra.attach(obj, pod)
             if pod.scheduler_name != self.scheduler_name:
                 # The session writes the GPU groups it finds for a foreign shared-GPU pod on the pod itself.
                 snapshot.foreign_pods.append(pod.clone() if self.memo is not None else pod)
@@ -622,7 +659,8 @@ class SnapshotBuilder:
         annotations = obj["metadata"].get("annotations") or {}
         group_name = annotations.get(keys.POD_GROUP_ANNOTATION)
         if group_name:
-            group = groups.get(f"{pod.namespace}/{group_name}")
+            group_key = f"{pod.namespace}/{group_name}"
+            group = groups.get(group_key)
             if group is None:
                 self._problem(
                     "Pod",
@@ -650,8 +688,9 @@ class SnapshotBuilder:
                 subgroups={DEFAULT_SUBGROUP: SubGroupInfo(DEFAULT_SUBGROUP)},
                 implicit=True,
             )
-            groups[group.key] = group
-        pod.job_key = group.key
+            group_key = group.key
+            groups[group_key] = group
+        pod.job_key = group_key
         sub = group.subgroups.get(pod.subgroup)
         if sub is None or not sub.is_leaf:
             self.warnings.append(
@@ -809,11 +848,16 @@ class SnapshotBuilder:
         if labels.get(keys.GPU_GROUP_LABEL):
             groups.append(labels[keys.GPU_GROUP_LABEL])
         groups.extend(sorted(v for k, v in labels.items() if k.startswith(keys.MULTI_GPU_GROUP_LABEL_PREFIX)))
-        affinity = self._required_affinity(obj, spec)
-        pod_affinity = self._pod_affinity(obj, spec, namespace)
+        if spec.get("affinity"):
+            affinity = self._required_affinity(obj, spec)
+            pod_affinity = self._pod_affinity(obj, spec, namespace)
+        else:
+            affinity, pod_affinity = (), True
         host_ports = self._host_ports(obj, spec)
         if affinity is None or pod_affinity is False or host_ports is None:
             return None
+        tolerations = spec.get("tolerations")
+        node_selector = spec.get("nodeSelector")
         return PodInfo(
             namespace=namespace,
             name=meta["name"],
@@ -828,7 +872,7 @@ class SnapshotBuilder:
             subgroup=labels.get(keys.SUBGROUP_LABEL, DEFAULT_SUBGROUP),
             labels=labels,
             task_priority=task_priority,
-            node_selector=tuple(sorted((str(k), str(v)) for k, v in (spec.get("nodeSelector") or {}).items())),
+            node_selector=tuple(sorted((str(k), str(v)) for k, v in node_selector.items())) if node_selector else (),
             required_affinity=affinity,
             tolerations=tuple(
                 Toleration(
@@ -837,9 +881,11 @@ class SnapshotBuilder:
                     str(t.get("value") or ""),
                     str(t.get("effect") or ""),
                 )
-                for t in spec.get("tolerations") or []
+                for t in tolerations
                 if isinstance(t, dict)
-            ),
+            )
+            if tolerations
+            else (),
             priority_class_name=str(spec.get("priorityClassName") or ""),
             raw=obj,
             pod_affinity=pod_affinity if isinstance(pod_affinity, InterPodAffinity) else None,
@@ -921,7 +967,7 @@ class SnapshotBuilder:
     ) -> GpuRequest | None:
         if requests is None:
             return None
-        plain = not any(name in annotations for name in GPU_SHARING_ANNOTATIONS)
+        plain = not annotations or annotations.keys().isdisjoint(GPU_SHARING_ANNOTATIONS)
         if plain:
             found = self._gpu_requests.get(id(requests))
             if found is not None and found[0] is requests:

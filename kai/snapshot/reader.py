@@ -18,6 +18,7 @@ JSON files (`kubectl get -o json`, the live scheduler's `/snapshot`) are read wi
 from __future__ import annotations
 
 import codecs
+import gc
 import json
 import os
 import re
@@ -113,23 +114,44 @@ def structure_depth(value: Any, limit: int) -> int:
 
 
 _NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{}"')
+_STEP = np.zeros(256, dtype=np.int8)  # a bracket's step of the depth: +1 opening, -1 closing
+_STEP[[ord("{"), ord("[")]] = 1
+_STEP[[ord("}"), ord("]")]] = -1
 
 
 def json_text_depth(text: str) -> int:
     """The nesting depth of a valid JSON text (the root collection is level 1), from its brackets outside
-    strings: escaped backslashes and quotes go first, then every byte but brackets and quotes, then the
-    strings; a running sum over what is left. C-speed passes over the text, no walk over the objects."""
-    data = text.encode("utf-8", "surrogatepass").replace(b"\\\\", b"").replace(b'\\"', b"")
-    kept = data.translate(None, _NOT_STRUCTURE)
+    strings: escaped backslashes and quotes go first, then every byte but brackets and quotes, then
+    pairs of adjacent quotes (nothing stands between them, so every other mark stays on its side of the
+    strings: most strings are gone before any array is made), then what is left inside strings; a
+    running sum over the brackets. C-speed passes over the text, no walk over the objects."""
+    data = text.encode("utf-8", "surrogatepass")
+    if b"\\" in data:
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    kept = data.translate(None, _NOT_STRUCTURE).replace(b'""', b"")
     if not kept:
         return 0
     marks = np.frombuffer(kept, dtype=np.uint8)
-    quotes = marks == ord('"')
-    outside = (np.cumsum(quotes, dtype=np.int32) & 1) == 0  # an even number of quotes before: not in a string
-    opens = (marks == ord("{")) | (marks == ord("["))
-    closes = (marks == ord("}")) | (marks == ord("]"))
-    steps = (opens & outside).astype(np.int32) - (closes & outside)
-    return int(np.cumsum(steps).max())
+    if b'"' in kept:
+        quotes = marks == ord('"')
+        outside = (np.cumsum(quotes, dtype=np.int32) & 1) == 0  # an even number of quotes before: not in a string
+        marks = marks[outside & ~quotes]
+        if not marks.size:
+            return 0
+    return int(np.cumsum(_STEP[marks], dtype=np.int32).max())
+
+
+class _CollectorPaused:
+    """The cyclic garbage collector off while a parser makes millions of containers, none of them cyclic
+    (it would rescan the growing tree again and again: two thirds of the time of a large JSON file)."""
+
+    def __enter__(self) -> None:
+        self.was_enabled = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.was_enabled:
+            gc.enable()
 
 
 def _yaml_error(err: yaml.YAMLError, where: str) -> Problem:
@@ -147,7 +169,8 @@ def parse_text(text: str, where: str, limit: int = MAX_DEPTH) -> tuple[list[Any]
     """The documents of a YAML (or JSON) text, or the first problem that stops reading it."""
     if text.lstrip()[:1] in ("{", "["):
         try:
-            document = json.loads(text, parse_constant=_no_constant)
+            with _CollectorPaused():
+                document = json.loads(text, parse_constant=_no_constant)
         except RecursionError:
             return [], Problem(where, "document", f"is nested more than {limit} levels deep")
         except ValueError:
@@ -161,15 +184,22 @@ def parse_text(text: str, where: str, limit: int = MAX_DEPTH) -> tuple[list[Any]
             problem = _text_depth_problem(text, where, limit)
             if problem is not None:
                 return [], problem
-        documents = list(yaml.load_all(text, Loader=_Loader))
+        aliased = _ALIAS.search(text) is not None and _ANCHOR.search(text) is not None
+        documents: list[Any] = []
+        too_deep: Problem | None = None
+        with _CollectorPaused():  # the C loader composes one document at a time: each is measured as it comes
+            for number, document in enumerate(yaml.load_all(text, Loader=_Loader), start=1):
+                # Aliases can nest deeper than the text shows; a YAML error further on still comes first.
+                if aliased and too_deep is None and structure_depth(document, limit) > limit:
+                    message = f"is nested more than {limit} levels deep (aliases)"
+                    too_deep = Problem(where, f"document {number}", message)
+                documents.append(document)
     except yaml.YAMLError as err:
         return [], _yaml_error(err, where)
     except RecursionError:  # pragma: no cover - the depth checks above come first
         return [], Problem(where, "document", f"is nested more than {limit} levels deep")
-    if _ALIAS.search(text) and _ANCHOR.search(text):  # aliases can nest deeper than the text shows
-        for number, document in enumerate(documents, start=1):
-            if structure_depth(document, limit) > limit:
-                return [], Problem(where, f"document {number}", f"is nested more than {limit} levels deep (aliases)")
+    if too_deep is not None:
+        return [], too_deep
     return documents, None
 
 

@@ -83,16 +83,33 @@ class Quantities:
     """A map of resource name to quantity (each a string or a number)."""
 
 
+# What the walk does with a field, decided once per schema node (see `_code`).
+_TEXT_CODE, _MAP_CODE, _LIST_CODE, _OTHER_CODE = range(4)
+
+
+def _code(schema: Any) -> int:
+    if isinstance(schema, Str | Time):
+        return _TEXT_CODE  # a string is kept as it is
+    if isinstance(schema, Map):
+        return _MAP_CODE
+    if isinstance(schema, List):
+        return _LIST_CODE
+    return _OTHER_CODE
+
+
 class Map:
     def __init__(self, fields: dict[str, Any] | None = None, values: Any = None, what: str = "a map") -> None:
         self.fields = fields or {}
         self.values = values  # every value (labels, annotations, nodeSelector)
         self.what = what
+        self.strings = type(values) is Str  # a map of strings (labels, annotations)
+        self.entries = [(key, child, _code(child)) for key, child in self.fields.items()]  # in the schema's order
 
 
 class List:
     def __init__(self, item: Any) -> None:
         self.item = item
+        self.code = _code(item)
 
 
 STRINGS = Map(values=Str())
@@ -309,9 +326,16 @@ _TEXT = (Str, Time)  # leaf schemas that keep a string value as it is
 
 
 class _Walk:
-    def __init__(self, obj_name: str) -> None:
-        self.obj = obj_name
+    def __init__(self, kind: str, obj: dict[str, Any]) -> None:
+        self.kind, self.target = kind, obj
+        self.name: str | None = None  # `describe(kind, obj)`, worked out at the first problem
         self.problems: list[Problem] = []
+
+    @property
+    def obj(self) -> str:
+        if self.name is None:
+            self.name = describe(self.kind, self.target)
+        return self.name
 
     def problem(self, path: str, message: str) -> None:
         self.problems.append(Problem(self.obj, path, message))
@@ -357,46 +381,67 @@ class _Walk:
         return True, value
 
     def walk(self, schema: Map, root: dict[str, Any], base: str) -> None:
-        """Check `root` against `schema` in place, depth first without recursion."""
+        """Check `root` against `schema` in place, depth first without recursion. What is already right
+        (a string where a string belongs, a map where a map belongs) is passed over in place, without a
+        call; the rest goes through `child`."""
         stack: list[tuple[Any, Any, str]] = [(schema, root, base)]
+        pop, push = stack.pop, stack.append
         while stack:
-            node_schema, value, path = stack.pop()
-            if isinstance(node_schema, Map):
+            node_schema, value, path = pop()
+            if type(node_schema) is Map:
                 if node_schema.values is not None:
-                    if type(node_schema.values) is Str and all(
-                        type(k) is str and type(v) is str for k, v in value.items()
-                    ):
+                    if node_schema.strings and all(type(k) is str and type(v) is str for k, v in value.items()):
                         continue  # a map of strings: nothing to check or normalise
-                    for key, child in list(value.items()):
-                        key_text = _string_form(key)
-                        child_path = f"{path}[{key_text if key_text is not None else show(key)}]"
-                        if key_text is None:
-                            self.problem(child_path, f"a key must be a string, got {_type_name(key)}")
-                            del value[key]
-                            continue
-                        if child is None:
-                            del value[key]
-                            continue
-                        ok, normal = self.scalar(node_schema.values, child, child_path)
-                        if key_text != key:
-                            del value[key]
-                        if ok:
-                            value[key_text] = normal
-                        elif key_text == key:
-                            del value[key]
+                    self.values(node_schema, value, path)
                     continue
-                for key, child_schema in node_schema.fields.items():
+                for key, child_schema, code in node_schema.entries:
                     child = value.get(key)
                     if child is None:
                         continue
-                    if type(child) is str and type(child_schema) in _TEXT:
-                        continue  # a string where a string or a timestamp belongs: as it is
+                    kind = type(child)
+                    if code == _TEXT_CODE:
+                        if kind is str:
+                            continue  # a string where a string or a timestamp belongs: as it is
+                    elif code == _MAP_CODE:
+                        if kind is dict:
+                            push((child_schema, child, f"{path}.{key}" if path else key))
+                            continue
+                    elif code == _LIST_CODE:
+                        if kind is list:
+                            push((child_schema, child, f"{path}.{key}" if path else key))
+                            continue
+                    elif type(child_schema) is Quantities and kind is dict and _plain_quantities(child):
+                        continue
                     self.child(child_schema, value, key, f"{path}.{key}" if path else key, stack)
-            elif isinstance(node_schema, List):
-                for index in range(len(value)):
-                    self.child(node_schema.item, value, index, f"{path}[{index}]", stack)
+            elif type(node_schema) is List:
+                item_schema, code = node_schema.item, node_schema.code
+                for index, item in enumerate(value):
+                    if code == _MAP_CODE and type(item) is dict:
+                        push((item_schema, item, f"{path}[{index}]"))
+                    elif not (code == _TEXT_CODE and type(item) is str):
+                        self.child(item_schema, value, index, f"{path}[{index}]", stack)
                 if any(item is _DROPPED for item in value):
                     value[:] = [item for item in value if item is not _DROPPED]
+
+    def values(self, node_schema: Map, value: dict[Any, Any], path: str) -> None:
+        """Every value of a map (labels, annotations, nodeSelector) against `node_schema.values`."""
+        for key, child in list(value.items()):
+            key_text = _string_form(key)
+            child_path = f"{path}[{key_text if key_text is not None else show(key)}]"
+            if key_text is None:
+                self.problem(child_path, f"a key must be a string, got {_type_name(key)}")
+                del value[key]
+                continue
+            if child is None:
+                del value[key]
+                continue
+            ok, normal = self.scalar(node_schema.values, child, child_path)
+            if key_text != key:
+                del value[key]
+            if ok:
+                value[key_text] = normal
+            elif key_text == key:
+                del value[key]
 
     def child(self, schema: Any, parent: Any, key: Any, path: str, stack: list[tuple[Any, Any, str]]) -> None:
         value = parent[key]
@@ -439,6 +484,11 @@ class _Walk:
             del parent[key]
         else:
             parent[key] = _DROPPED  # removed once the whole list is checked, so that indexes stay right
+
+
+def _plain_quantities(value: dict[Any, Any]) -> bool:
+    """Every name a string and every amount a string: nothing for `child` to check or normalise."""
+    return all(type(name) is str and type(amount) is str for name, amount in value.items())
 
 
 def _group(api_version: Any) -> str:
@@ -529,7 +579,7 @@ def check_shapes(objects: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], l
         if not isinstance(kind, str) or (_group(obj.get("apiVersion")), kind) not in KINDS:
             kept.append(obj)  # ignored by the builder, with a warning
             continue
-        walk = _Walk(describe(kind, obj))
+        walk = _Walk(kind, obj)
         meta = obj.get("metadata")
         if not isinstance(meta, dict):
             walk.problem("metadata", f"must be a map with a name, got {_type_name(meta)}: {show(meta)}")

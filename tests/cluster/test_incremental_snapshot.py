@@ -105,6 +105,8 @@ class Cluster:
         for kind, store in self.cache.stores.items():
             for obj in store.list():
                 fresh.stores[kind].put(copy.deepcopy(obj))
+        for key, body in self.cache.in_flight.items():  # requests the writer is creating
+            fresh.in_flight[key] = copy.deepcopy(body)
         first_sight = fresh.view()
         assert first_sight.objects == view.objects
         assert first_sight.binding == view.binding

@@ -144,49 +144,74 @@ class ProportionPlugin:
 
     def _load(self, ssn: Session) -> None:
         """Every queue's allocation and request from the session's pods (request = allocated + pending),
-        summed with one vectorised update per array, pod by pod in job order as one at a time would."""
+        summed with one vectorised update per array, pod by pod in job order as one at a time would: each
+        pod adds its queue vector to every queue of its job's queue path, leaf first."""
         names = list(self.attrs)
         position = {name: i for i, name in enumerate(names)}
-        paths: dict[str, list[int]] = {}
+        path_of: dict[str, int] = {}  # queue -> its path's number
+        paths: list[list[int]] = []  # per path number: the queues' rows, leaf first
         vectors: list[np.ndarray] = []
         slot: dict[int, int] = {}  # id(queue vector) -> row in vectors
+        fast: dict[tuple[int, int], int] = {}  # (id(requests), id(gpu)) -> row in vectors, pods not by memory
+        by_memory: dict[int, bool] = {}  # id(pod.gpu) -> a gpu-memory request
+        # Per pod that counts, in pod order: its path's number and its vector's row.
         targets: dict[str, tuple[list[int], list[int]]] = {"allocated": ([], []), "np": ([], []), "request": ([], [])}
-        alloc_q, alloc_v = targets["allocated"]
-        np_q, np_v = targets["np"]
-        req_q, req_v = targets["request"]
+        alloc_p, alloc_v = targets["allocated"]
+        np_p, np_v = targets["np"]
+        req_p, req_v = targets["request"]
+        allocated_statuses, pending = ALLOCATED, PodStatus.PENDING
         for job in ssn.jobs.values():
             if job.queue not in self.attrs:
                 continue
-            path = paths.get(job.queue)
+            path = path_of.get(job.queue)
             if path is None:
-                path = paths[job.queue] = [position[q.name] for q in ssn.queue_path(job.queue)]
-            for pod in job.pods:
-                status = pod.status
-                allocated = status in ALLOCATED
-                if not allocated and status is not PodStatus.PENDING:
-                    continue
-                vec = self.queue_vector(pod)
-                v = slot.get(id(vec))
-                if v is None:
-                    v = slot[id(vec)] = len(vectors)
-                    vectors.append(vec)
-                if allocated:
-                    alloc_q.extend(path)
-                    alloc_v.extend([v] * len(path))
-                    if not job.preemptible:
-                        np_q.extend(path)
-                        np_v.extend([v] * len(path))
-                req_q.extend(path)
-                req_v.extend([v] * len(path))
+                path = path_of[job.queue] = len(paths)
+                paths.append([position[q.name] for q in ssn.queue_path(job.queue)])
+            preemptible = job.preemptible
+            for sub in job.leaves:
+                for pod in sub.pods:
+                    status = pod.status
+                    allocated = status in allocated_statuses
+                    if not allocated and status is not pending:
+                        continue
+                    gpu = pod.gpu
+                    memory = by_memory.get(id(gpu))
+                    if memory is None:
+                        memory = by_memory[id(gpu)] = gpu.memory_mib > 0
+                    v = None if memory else fast.get((id(pod.requests), id(gpu)))
+                    if v is None:
+                        vec = self.queue_vector(pod)
+                        v = slot.get(id(vec))
+                        if v is None:
+                            v = slot[id(vec)] = len(vectors)
+                            vectors.append(vec)
+                        if not memory:
+                            fast[(id(pod.requests), id(gpu))] = v
+                    if allocated:
+                        alloc_p.append(path)
+                        alloc_v.append(v)
+                        if not preemptible:
+                            np_p.append(path)
+                            np_v.append(v)
+                    req_p.append(path)
+                    req_v.append(v)
         if not vectors:
             return
         table = np.array(vectors)
-        for what, (queues, rows) in targets.items():
-            if not queues:
+        lengths = np.array([len(p) for p in paths], dtype=np.intp)
+        starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.intp)
+        flat = np.array([q for p in paths for q in p], dtype=np.intp)
+        for what, (pod_paths, rows) in targets.items():
+            if not pod_paths:
                 continue
+            # Each pod's path spelled out, in pod order (the order one update at a time would add them).
+            numbers = np.array(pod_paths, dtype=np.intp)
+            counts = lengths[numbers]
+            firsts = np.cumsum(counts) - counts
+            queues = flat[np.repeat(starts[numbers] - firsts, counts) + np.arange(int(counts.sum()), dtype=np.intp)]
             sums = np.zeros((len(names), 3))
-            np.add.at(sums, np.array(queues, dtype=np.intp), table[rows])
-            touched = set(queues)
+            np.add.at(sums, queues, table[np.repeat(np.array(rows, dtype=np.intp), counts)])
+            touched = set(queues.tolist())
             for i, name in enumerate(names):
                 if i in touched:
                     attrs = self.attrs[name]

@@ -1,0 +1,210 @@
+"""The live scheduler's snapshot, patched from the last one where only pods, pod groups and nodes changed.
+
+A cycle's snapshot is what ``kai.snapshot.builder.build_snapshot`` makes of the cache's view. Built
+from scratch it costs a pass over every object of the cluster (with the builder's
+:class:`~kai.snapshot.builder.ConversionMemo`, each object is converted once per change, but every pod
+is still attached to a fresh pod group each build). Most cycles of a busy cluster see a few pods
+change (bound, started, finished), a few PodGroups (their status) and a few Nodes (their heartbeats),
+so :class:`IncrementalSnapshot` builds only the *affected* pod groups — those whose PodGroup changed,
+or that a changed pod leaves or joins — with the builder itself, from every object that is neither a
+Pod nor a PodGroup plus those groups and all their pods (in the cache's order), and keeps every other
+pod group of the last snapshot as it is (the session puts back every pod it changes, so a snapshot's
+pod groups come out of a cycle as they went in; the loop already reuses a whole snapshot when nothing
+changed). What the builder makes of the rest (nodes, queues, classes, storage) comes from that small
+build, converted objects being shared through the memo.
+
+The patched snapshot equals a build from scratch of the same objects; where that is not certain, the
+snapshot is built from scratch instead: the first view, a view that is not the successor of the last
+one built, a change of Queues, PriorityClasses, Topologies, DRA or storage objects, a node added or
+removed, a partition that leaves objects out, any problem, warning or feature kai has not built (in the
+last build or the small one), a pod of another scheduler among the changed ones, DRA objects at all,
+and every ``FULL_EVERY`` builds (which also lets the memo forget replaced objects).
+``tests/cluster/test_incremental_snapshot.py`` checks the equality after series of watch events.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from kai.api import keys
+from kai.cluster.cache import CacheView
+from kai.cluster.kube import BIND_REQUESTS, DRA_KINDS, NODES, PODGROUPS, PODS
+from kai.cluster.reflector import Store
+from kai.model import ClusterSnapshot
+from kai.snapshot.builder import BuildResult, ConversionMemo, build_snapshot
+
+FULL_EVERY = 60  # builds: at least one from scratch in so many
+FOREIGN = "\0foreign"  # the "group" of a pod of another scheduler
+PATCHED_KINDS = {NODES.kind, PODS.kind, PODGROUPS.kind, BIND_REQUESTS.kind}  # kinds a patch may follow
+DRA_KIND_NAMES = {r.kind for r in DRA_KINDS}
+
+
+class PartialMemo(ConversionMemo):
+    """A ConversionMemo that, after a partial build (``partial`` set), keeps what that build did not
+    see: the objects of the pod groups kept from the last snapshot are converted already."""
+
+    partial = False
+
+    def finish(self) -> None:
+        if self.partial:
+            self._kept.update(self._seen)
+            self._seen = {}
+        else:
+            super().finish()
+
+
+class IncrementalSnapshot:
+    """Builds a cycle's snapshot from the cache's view: patched from the last build, or from scratch."""
+
+    def __init__(self, memo: PartialMemo, stores: dict[str, Store]) -> None:
+        self.memo = memo
+        self.stores = stores  # the cache's, by kind (in the order of a view's signature)
+        self.kinds = list(stores)
+        self.last: tuple[CacheView, BuildResult] | None = None
+        self.home: dict[str, str] = {}  # pod key -> its pod group's key in the last snapshot (or FOREIGN)
+        self.members: dict[str, set[str]] = {}  # pod group key -> keys of its pods in the last snapshot
+        self.since_full = 0
+        self.patched = 0  # builds patched, and from scratch (for tests and the bench)
+        self.full = 0
+        self.reasons: dict[str, int] = {}  # why a build was from scratch: how often
+
+    def build(self, view: CacheView, objects: list[dict[str, Any]], now: float, **options: Any) -> BuildResult:
+        """The snapshot of `objects` (the view's, after a partition's selection) at `now`; `options`
+        are build_snapshot's keywords (the memo aside)."""
+        result = self._patch(view, objects, now, options) if self._patchable(view, objects) else None
+        if result is None:
+            result = self._full(objects, now, options)
+        self.last = (view, result)
+        return result
+
+    # -- from scratch -----------------------------------------------------------------------------
+    def _full(self, objects: list[dict[str, Any]], now: float, options: dict[str, Any]) -> BuildResult:
+        self.memo.partial = False
+        result = build_snapshot(objects, now, memo=self.memo, **options)
+        self.full += 1
+        self.since_full = 0
+        home: dict[str, str] = {}
+        members: dict[str, set[str]] = {}
+        for key, pg in result.snapshot.podgroups.items():
+            keys_ = {p.key for p in pg.pods}
+            members[key] = keys_
+            home.update(dict.fromkeys(keys_, key))
+        home.update(dict.fromkeys((p.key for p in result.snapshot.foreign_pods), FOREIGN))
+        self.home, self.members = home, members
+        return result
+
+    # -- patched ----------------------------------------------------------------------------------
+    def _patchable(self, view: CacheView, objects: list[dict[str, Any]]) -> bool:
+        last = self.last
+        if last is None or self.since_full + 1 >= FULL_EVERY or objects is not view.objects:
+            return self._scratch("first build, due, or a partition")
+        before, built = last
+        if view.serial != before.serial + 1 or view.changed_pods is None:
+            return self._scratch("not the next view")
+        snapshot = built.snapshot
+        if built.problems or snapshot.warnings or snapshot.unsupported or snapshot.devices:
+            return self._scratch("problems or warnings")
+        if snapshot.resource_claims or snapshot.device_classes:
+            return self._scratch("DRA")
+        # Every other kind unchanged from the start of the last view's reading to the end of this one's.
+        counts = zip(
+            self.kinds, before.signature[0], before.versions_after, view.signature[0], view.versions_after, strict=True
+        )
+        for kind, *versions in counts:
+            if kind not in PATCHED_KINDS and len(set(versions)) > 1:
+                return self._scratch(f"{kind} changed")
+        if any(len(self.stores[kind]) for kind in DRA_KIND_NAMES if kind in self.stores):
+            return self._scratch("DRA")
+        return view.nodes.keys() == before.nodes.keys() or self._scratch("nodes came or went")
+
+    def _scratch(self, why: str) -> bool:
+        self.reasons[why] = self.reasons.get(why, 0) + 1
+        return False
+
+    def _patch(
+        self, view: CacheView, objects: list[dict[str, Any]], now: float, options: dict[str, Any]
+    ) -> BuildResult | None:
+        before, built = self.last  # type: ignore[misc]
+        last = built.snapshot
+        changed = view.changed_pods or set()
+        home = self.home
+        affected = {k for k, pg in view.podgroups.items() if before.podgroups.get(k) is not pg}
+        affected.update(k for k in before.podgroups if k not in view.podgroups)
+        for key in changed:
+            old = home.get(key)
+            if old == FOREIGN:
+                return self._none("a pod of another scheduler changed")
+            if old is not None:
+                affected.add(old)
+            raw = view.pods.get(key)
+            if raw is not None:
+                meta = raw.get("metadata") or {}
+                group = (meta.get("annotations") or {}).get(keys.POD_GROUP_ANNOTATION)
+                if group:
+                    affected.add(f"{meta.get('namespace')}/{group}")
+        if not affected:
+            # Pods that are no group's before or after: the whole snapshot again, at `now`.
+            if any(k in view.pods for k in changed):
+                return self._none("a pod of no group changed")
+            return BuildResult(_replace(last, now), [])
+        # The affected groups' pods (those that stay and those that come), in the cache's order.
+        wanted = set(changed)
+        for group in affected:
+            wanted.update(self.members.get(group, ()))
+        wanted.intersection_update(view.pods)
+        picked = [view.podgroups[k] for k in affected if k in view.podgroups]
+        if wanted:
+            picked.extend(view.copies.get(k) or view.pods[k] for k in _in_order(wanted, view.pods))
+        self.memo.partial = True
+        try:
+            small = build_snapshot([*view.fixed, *picked], now, memo=self.memo, **options)
+        finally:
+            self.memo.partial = False
+        part = small.snapshot
+        if small.problems or part.warnings or part.unsupported or part.foreign_pods:
+            return self._none("problems, warnings or foreign pods in the changes")
+        if part.queues != last.queues:  # e.g. KAI's default queues, added for a group in them
+            return self._none("queues differ")
+        groups = {k: pg for k, pg in last.podgroups.items() if k not in affected}
+        for key, pg in part.podgroups.items():
+            if key in groups:  # a group the small build made that is not an affected one
+                return self._none("an unexpected group")
+            groups[key] = pg
+        snapshot = _replace(part, now)
+        snapshot.podgroups = {k: groups[k] for k in sorted(groups)}
+        snapshot.foreign_pods = last.foreign_pods
+        # Where each pod lives now: the affected groups' pods moved, the changed pods that are gone left.
+        for group in affected:
+            for key in self.members.pop(group, ()):
+                if home.get(key) == group:
+                    del home[key]
+        for key, pg in part.podgroups.items():
+            keys_ = {p.key for p in pg.pods}
+            self.members[key] = keys_
+            home.update(dict.fromkeys(keys_, key))
+        attached = wanted & home.keys()
+        if len(attached) != len(wanted):  # a pod the small build left out without a word: not expected
+            return self._none("a pod left out")
+        for key in changed:
+            if key not in view.pods:
+                home.pop(key, None)
+        self.patched += 1
+        self.since_full += 1
+        return BuildResult(snapshot, [])
+
+
+    def _none(self, why: str) -> None:
+        self._scratch(why)
+        return None
+
+
+def _replace(snapshot: ClusterSnapshot, now: float) -> ClusterSnapshot:
+    """A shallow copy at `now` (every other field shared)."""
+    return dataclasses.replace(snapshot, now=now)
+
+
+def _in_order(wanted: set[str], pods: dict[str, Any]) -> list[str]:
+    """The keys in the order of `pods` (a dict keeps its insertion order: the cache's)."""
+    index = {k: i for i, k in enumerate(pods) if k in wanted}
+    return sorted(wanted, key=index.__getitem__)

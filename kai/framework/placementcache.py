@@ -1,0 +1,201 @@
+"""The placement cache: what find_node computed for one kind of task, kept across placements.
+
+Most pending pods of a cluster come in a few kinds (the same request, node selector, tolerations):
+the pods of a gang, and the gangs of one workload. Between two placements of such pods only the node
+rows the statement changed differ (the node a pod just took, or rows a rollback gave back), so the
+cache keeps, per kind, the filter mask, which rows fit, every scorer's score and their sum, and
+updates them on the changed rows only (the session's nodes log every row a statement changes).
+
+A kind is the request vector, the results of the node filters (static ones only: a filter whose answer
+depends on other pods' placements makes the task uncacheable), and each scorer's signature of the
+task; every scorer must be a RowScorer. Tasks that do not qualify (shared GPUs, devices, node sets,
+dynamic filters, plain scorers) are placed by the full computation. Either way the chosen node is the
+same: every array holds exactly the values the full computation gives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+from weakref import WeakKeyDictionary
+
+import numpy as np
+
+from kai.framework.rowscore import RowScorer, Scored
+from kai.framework.session import PlacementContext, Session
+from kai.model import PodInfo
+
+_CACHES: WeakKeyDictionary[Session, PlacementCache] = WeakKeyDictionary()
+
+MISS = object()  # the task is not cacheable: place it by the full computation
+
+
+@dataclass(slots=True)
+class _Entry:
+    pos: int  # how much of the nodes' change log the arrays reflect
+    keep: tuple[Any, ...]  # the objects whose ids make the key (kept alive so the ids stay theirs)
+    mask: np.ndarray  # usable & static filters
+    need: tuple[tuple[int, float], ...]
+    pipeline: bool  # fits_future counts releasing resources
+    fits_idle: np.ndarray
+    candidates: np.ndarray
+    ctx: PlacementContext
+    parts: list[Scored]
+    # sums[i]: the score summed over parts[:i], in hook order, as find_node adds them (0.0 + the first
+    # part + ...), at candidate rows; -inf at the others (scores are finite: -inf stays -inf). A part that
+    # is the scalar 0.0 adds nothing and its sum is the previous one. sums[-1] is the total.
+    sums: list[np.ndarray]
+
+
+class PlacementCache:
+    """Per session, while an action places many pods (see the module docstring)."""
+
+    def __init__(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.entries: dict[Hashable, _Entry] = {}
+        self.scorers: list[RowScorer] | None = None
+        self._hooks: list[Any] = []
+        self.refresh_scorers()
+
+    def refresh_scorers(self) -> None:
+        scorers = self.ssn.hooks.node_scorers
+        self.scorers = list(scorers) if all(isinstance(s, RowScorer) for s in scorers) else None  # type: ignore[misc]
+        self._hooks = list(scorers)
+        self.entries.clear()
+
+    def find(self, task: PodInfo, allow_pipeline: bool) -> Any:
+        """(row, fits idle) of the best node, None when no node fits, or MISS."""
+        ssn = self.ssn
+        hooks = ssn.hooks
+        if self._hooks != hooks.node_scorers:
+            self.refresh_scorers()
+        scorers = self.scorers
+        if scorers is None or task.gpu.is_shared:
+            return MISS
+        for fit in hooks.node_fits:
+            if fit.fn(task) is not None:
+                return MISS
+        filtered: list[np.ndarray] = []
+        for flt in hooks.node_filters:
+            result = flt.fn(task)
+            if result is not None:
+                if not flt.static:
+                    return MISS
+                filtered.append(result)
+        signatures = []
+        for scorer in scorers:
+            sig = scorer.signature(task)
+            if sig is None:
+                return MISS
+            signatures.append(sig)
+        nodes = ssn.nodes
+        vec = ssn.vector(task)
+        pipeline = allow_pipeline and nodes.maybe_releasing
+        key = (id(vec), pipeline, tuple(id(f) for f in filtered), tuple(signatures))
+        entry = self.entries.get(key)
+        log = nodes.changed
+        if entry is None or len(log) - entry.pos > max(len(nodes) // 16, 8):
+            entry = self.entries[key] = self._start(task, vec, filtered, pipeline, len(log))
+        elif entry.pos < len(log):
+            rows = log[entry.pos :]
+            self._update(entry, task, rows if len(rows) == 1 else sorted(set(rows)), len(log))
+        best = int(entry.sums[-1].argmax())
+        if not entry.candidates[best] and not entry.candidates.any():
+            return None
+        return best, bool(entry.fits_idle[best])
+
+    def _start(self, task: PodInfo, vec: np.ndarray, filtered: list[np.ndarray], pipeline: bool, pos: int) -> _Entry:
+        ssn = self.ssn
+        nodes = ssn.nodes
+        columns, need = ssn.request_columns(vec)
+        mask = nodes.usable
+        for result in filtered:
+            mask = mask & result
+        fits_idle = np.ones(len(nodes), dtype=bool)
+        for col, amount in need:
+            fits_idle &= nodes.idle_cols[col] >= amount
+        if pipeline:
+            fits_future = np.ones(len(nodes), dtype=bool)
+            for col, amount in need:
+                fits_future &= nodes.idle_cols[col] + nodes.releasing_cols[col] >= amount
+        else:
+            fits_future = fits_idle
+        candidates = mask & fits_future
+        ctx = PlacementContext(task, vec, columns, candidates, fits_idle)
+        assert self.scorers is not None
+        parts = [scorer.start(ctx) for scorer in self.scorers]
+        entry = _Entry(pos, (vec, *filtered), mask, need, pipeline, fits_idle, candidates, ctx, parts, [])
+        self._sum_from(entry, 0)
+        return entry
+
+    @staticmethod
+    def _sum_from(entry: _Entry, first: int) -> None:
+        """Recompute the sums from part `first` on (the earlier ones are up to date)."""
+        sums = entry.sums
+        del sums[first + 1 :]
+        total = sums[first] if sums else np.where(entry.candidates, 0.0, -np.inf)
+        if not sums:
+            sums.append(total)
+        for part in entry.parts[first:]:
+            values = part.values
+            if isinstance(values, np.ndarray) or values != 0.0:
+                total = total + values
+            sums.append(total)
+
+    def _update(self, entry: _Entry, task: PodInfo, rows: list[int], pos: int) -> None:
+        nodes = self.ssn.nodes
+        idle, releasing = nodes.idle, nodes.releasing
+        fits_idle, candidates, mask = entry.fits_idle, entry.candidates, entry.mask
+        for row in rows:
+            fit = True
+            for col, amount in entry.need:
+                if not idle[row, col] >= amount:
+                    fit = False
+                    break
+            fits_idle[row] = fit
+            if entry.pipeline:
+                fit = True
+                for col, amount in entry.need:
+                    if not idle[row, col] + releasing[row, col] >= amount:
+                        fit = False
+                        break
+            candidates[row] = mask[row] and fit
+        entry.pos = pos
+        ctx = entry.ctx
+        ctx.task = task
+        assert self.scorers is not None
+        first = -1
+        for i, (scorer, part) in enumerate(zip(self.scorers, entry.parts, strict=True)):
+            if not scorer.update(ctx, part, rows) and first < 0:
+                first = i
+        end = len(entry.parts) if first < 0 else first
+        sums, parts = entry.sums, entry.parts
+        for row in rows:
+            candidate = candidates[row]
+            total: Any = 0.0
+            sums[0][row] = total if candidate else -np.inf
+            for i in range(end):
+                values = parts[i].values
+                if isinstance(values, np.ndarray):
+                    total = total + values[row]
+                elif values != 0.0:
+                    total = total + values
+                sums[i + 1][row] = total if candidate else -np.inf
+        if first >= 0:
+            self._sum_from(entry, first)
+
+
+@contextmanager
+def placement_cache(ssn: Session) -> Iterator[PlacementCache]:
+    """Keep a placement cache on the session while the block runs (find_node uses it)."""
+    cache = _CACHES[ssn] = PlacementCache(ssn)
+    try:
+        yield cache
+    finally:
+        _CACHES.pop(ssn, None)
+
+
+def active_cache(ssn: Session) -> PlacementCache | None:
+    return _CACHES.get(ssn)

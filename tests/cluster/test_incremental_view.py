@@ -1,0 +1,176 @@
+"""The cache's view is kept between cycles and updated only for the keys its stores' change logs name;
+after every kind of change it must equal a view taken from scratch of the same objects, and the
+scheduler must decide from it what it decides from a fresh build.
+
+Each step below changes the cache the way the watch, the BindRequest writer (in-flight requests)
+or the binder (`assume_bound`, request status) do, then checks the live cycle against a cache that
+sees the same objects for the first time (`Cluster.cycle_matches_a_build_from_scratch`).
+"""
+
+from __future__ import annotations
+
+from kai.cluster.cache import RESERVATION_NAMESPACE
+from kai.cluster.reflector import Store
+from tests.cluster.test_incremental_snapshot import Cluster, bind_request
+from tests.scenario import node, pod, podgroup, queue
+
+
+def test_a_change_log_names_each_key_changed_since_its_last_take() -> None:
+    store = Store()
+    store.put({"metadata": {"name": "a"}})
+    log = store.changes()
+    assert log.take() == {"a"}  # a new log starts with every key
+    assert log.take() == set()
+    store.put({"metadata": {"name": "b"}})
+    store.remove({"metadata": {"name": "a"}})
+    items, changed = store.items_and_changes(log)
+    assert set(items) == {"b"} and changed == {"a", "b"}
+    kept = store.get("b")
+    store.replace([kept, {"metadata": {"name": "c"}}])  # a relist: b is the very same object, c is new
+    assert log.take() == {"c"}
+    store.replace([{"metadata": {"name": "c", "resourceVersion": "2"}}])
+    assert log.take() == {"b", "c"}
+
+
+def test_the_kept_view_follows_requests_pods_and_nodes_as_a_fresh_view_sees_them() -> None:
+    c = Cluster()
+    for i in range(3):
+        c.put(node(f"n{i}", gpus=4))
+    c.put(queue("q"))
+    c.put(podgroup("g", "q", min_member=2))
+    for i in range(2):
+        c.put(pod(f"g-{i}", group="g", gpus=1))
+    c.put(pod("solo", queue="q", gpus=1))
+    c.put(pod("late", queue="q", gpus=1))
+    first = c.cycle_matches_a_build_from_scratch()
+    placed = {b.pod: b.node for b in first.bound}
+    assert set(placed) == {"ns/g-0", "ns/g-1", "ns/solo", "ns/late"}
+
+    # The writer's requests are in flight (no watch event yet): the pods are Binding, nothing is placed again.
+    for key in ("ns/g-0", "ns/g-1", "ns/solo"):
+        name = key.split("/")[1]
+        c.cache.in_flight[key] = bind_request(name, placed[key], f"uid-{name}")
+    second = c.cycle_matches_a_build_from_scratch()
+    assert set(c.cache.view().binding) == {"ns/g-0", "ns/g-1", "ns/solo"}
+    assert {b.pod for b in second.bound} == {"ns/late"}  # late was not in flight: placed again
+
+    # The requests land in the store as the in-flight entries go; g-0 is bound (the binder's assumption),
+    # solo's request fails, late's request names a node that goes away.
+    for key in ("ns/g-0", "ns/g-1", "ns/solo"):
+        name = key.split("/")[1]
+        c.put(bind_request(name, placed[key], f"uid-{name}", failed=name == "solo"))
+        c.cache.in_flight.pop(key)
+    c.put(bind_request("late", "n2", "uid-late"))
+    g0 = c.get("Pod", "ns/g-0")
+    c.cache.assume_bound(g0, placed["ns/g-0"])
+    c.delete("Node", "n2")
+    third = c.cycle_matches_a_build_from_scratch()
+    view = c.cache.view()
+    assert set(view.binding) == {"ns/g-1"}
+    assert sorted(b["metadata"]["name"] for b, _ in view.stale_bind_requests) == ["late", "solo"]
+    assert {"ns/solo", "ns/late"} <= {b.pod for b in third.bound}  # Pending again: placed anew
+
+    # The node comes back, and nothing else changes: late's request (unchanged itself) is live again.
+    c.put(node("n2", gpus=4))
+    c.cycle_matches_a_build_from_scratch()
+    view = c.cache.view()
+    assert view.binding == {"ns/g-1": placed["ns/g-1"], "ns/late": "n2"}
+    assert [b["metadata"]["name"] for b, _ in view.stale_bind_requests] == ["solo"]
+
+    # Solo's stale request is deleted, a reservation pod appears (left out of the view), g-1's pod is
+    # deleted while Binding, and late's pod is replaced by another of the same name (its request names
+    # the old pod's UID): no node changes, so only the requests of the pods that changed are judged again.
+    c.delete("BindRequest", "ns/solo")
+    c.put(pod("gpu-reservation-n0", node="n0", gpus=1, ns=RESERVATION_NAMESPACE))
+    c.delete("Pod", "ns/g-1")
+    replaced = pod("late", queue="q", gpus=1)
+    replaced["metadata"]["uid"] = "uid-late-2"
+    c.put(replaced)
+    c.cycle_matches_a_build_from_scratch()
+    view = c.cache.view()
+    assert set(view.binding) == set()
+    # g-1's request: its pod is gone; late's: it was made for the old pod (in the store's order)
+    assert [b["metadata"]["name"] for b, _ in view.stale_bind_requests] == ["g-1", "late"]
+    assert not any(o["metadata"].get("namespace") == RESERVATION_NAMESPACE for o in view.objects)
+
+    # Two live requests for one pod (one named after another pod): the last in the store's order counts.
+    c.delete("BindRequest", "ns/late")
+    c.put(bind_request("late", "n0", "uid-late-2"))
+    other = bind_request("late-copy", "n1", "uid-late-2")
+    other["spec"]["podName"] = "late"
+    c.put(other)
+    c.cycle_matches_a_build_from_scratch()
+    assert c.cache.view().binding == {"ns/late": "n1"}
+
+
+def test_a_patched_snapshot_equals_a_build_from_scratch_after_each_kind_of_delta() -> None:
+    c = Cluster()
+    for i in range(4):
+        c.put(node(f"n{i}", gpus=4))
+    c.put(queue("q"))
+    for g in ("a", "b", "c"):
+        c.put(podgroup(g, "q", min_member=2))
+        for i in range(2):
+            c.put(pod(f"{g}-{i}", group=g, gpus=1))
+    c.put(pod("lone", queue="q", cpu="1"))  # no PodGroup: an implicit group of its own
+    first = c.cycle_matches_a_build_from_scratch()
+    placed = {b.pod: b.node for b in first.bound}
+    assert len(placed) == 7
+    incremental = c.scheduler.incremental
+
+    def patched_step() -> object:
+        before = incremental.patched
+        report = c.cycle_matches_a_build_from_scratch()
+        assert incremental.patched == before + 1, "built from scratch"
+        return report
+
+    # The binder binds a's pods (the pods run), b's are Binding (requests in), c's request is in flight.
+    for name in ("a-0", "a-1"):
+        p = c.get("Pod", f"ns/{name}")
+        p["spec"]["nodeName"] = placed[f"ns/{name}"]
+        p["status"]["phase"] = "Running"
+        c.put(p)
+    for name in ("b-0", "b-1"):
+        c.put(bind_request(name, placed[f"ns/{name}"], f"uid-{name}"))
+    c.cache.in_flight["ns/c-0"] = bind_request("c-0", placed["ns/c-0"], "uid-c-0")
+    second = patched_step()
+    assert {b.pod for b in second.bound} == {"ns/c-1", "ns/lone"}  # placed again: no request for them
+
+    # A node's heartbeat (same name), a PodGroup's status, the lone pod changes, a new pod joins b.
+    n0 = c.get("Node", "n0")
+    n0["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-01-01T00:01:00Z"
+    c.put(n0)
+    a = c.get("PodGroup", "ns/a")
+    a["status"] = {"phase": "Running", "running": 2}
+    c.put(a)
+    lone = c.get("Pod", "ns/lone")
+    lone["metadata"]["labels"]["team"] = "x"
+    c.put(lone)
+    c.put(pod("b-2", group="b", gpus=1))
+    third = patched_step()
+    assert "ns/b-2" in {b.pod for b in third.bound}
+
+    # Two pods leave a and b for c (their annotation changes), a pod of b is deleted, c's request lands.
+    for name in ("a-1", "b-2"):
+        moved = c.get("Pod", f"ns/{name}")
+        moved["metadata"]["annotations"]["pod-group-name"] = "c"
+        c.put(moved)
+    c.delete("Pod", "ns/b-0")
+    c.cache.in_flight.pop("ns/c-0")
+    c.put(bind_request("c-0", placed["ns/c-0"], "uid-c-0"))
+    patched_step()
+    assert c.scheduler.last_snapshot is not None
+    # (in the cache's order, as a build from scratch attaches them: a-1 was created first, b-2 last)
+    in_c = [p.key for p in c.scheduler.last_snapshot.podgroups["ns/c"].pods]
+    assert in_c == ["ns/a-1", "ns/c-0", "ns/c-1", "ns/b-2"]
+
+    # Nothing changes but the time: the same snapshot again, at the new time.
+    c.now += 30
+    again = c.cycle_matches_a_build_from_scratch()
+    assert again.now == c.now
+
+    # A queue changes: built from scratch (a pod group's conversion reads its queue).
+    before = incremental.full
+    c.put(queue("q", gpu={"quota": 8, "overQuotaWeight": 1, "limit": -1}))
+    c.cycle_matches_a_build_from_scratch()
+    assert incremental.full == before + 1
