@@ -174,7 +174,7 @@ def main() -> None:
         gc.collect()
         results[f"file:{name}"] = file_scenario(name, specs[name])
     results["help"] = help_time()
-    print_targets(results)
+    MISSES.extend(print_targets(results))
     if MISSES:
         print("\n== targets missed")
         for miss in MISSES:

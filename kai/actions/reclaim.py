@@ -10,7 +10,7 @@ from __future__ import annotations
 from kai.framework.action import register_action
 from kai.framework.session import Session
 from kai.framework.victims import queue_details, run_evicting_action
-from kai.model import ALLOCATED, PodGroupInfo, PodInfo, PodStatus
+from kai.model import ACTIVE, PodGroupInfo, PodInfo, PodStatus
 
 _PLACED_NOW = frozenset({PodStatus.ALLOCATED, PodStatus.PIPELINED})
 
@@ -20,8 +20,9 @@ def pending_jobs(ssn: Session) -> list[PodGroupInfo]:
 
 
 def running_preemptible(ssn: Session, job: PodGroupInfo) -> bool:
-    """The candidate victim rule of every evicting action: a preemptible job with allocated pods
-    (running, or placed earlier in this cycle, as KAI has it). With the opt-in
+    """The candidate victim rule of every evicting action: a preemptible job with active pods (running,
+    or placed earlier in this cycle: allocated, or pipelined, e.g. moved by consolidation; as KAI's
+    active-allocated statuses have it). With the opt-in
     `spareJobsPlacedThisCycle`, jobs with a pod placed earlier in this cycle are spared (evicting what
     was just placed only undoes the cycle's own work). The cycle's victim pool applies it as pods move."""
     if not job.preemptible:
@@ -29,7 +30,7 @@ def running_preemptible(ssn: Session, job: PodGroupInfo) -> bool:
     statuses = {p.status for p in job.pods}
     if ssn.config.params.spare_jobs_placed_this_cycle:
         return PodStatus.RUNNING in statuses and not statuses & _PLACED_NOW
-    return bool(statuses & ALLOCATED)
+    return bool(statuses & ACTIVE)
 
 
 def _message(ssn: Session):  # type: ignore[no-untyped-def]

@@ -80,13 +80,22 @@ class Decisions:
             ]
         return entry
 
+    def evicted_once(self) -> list[Eviction]:
+        """Each evicted pod once, as its first eviction of the cycle (a pod moved by one action may be
+        evicted again from its new place by another)."""
+        first: dict[str, Eviction] = {}
+        for eviction in self.evictions:
+            first.setdefault(eviction.pod, eviction)
+        return list(first.values())
+
     def placements(self) -> dict[str, list[dict[str, Any]]]:
-        """Bound, pipelined and evicted pods as the contract prints them, sorted for byte-identical output."""
+        """Bound, pipelined and evicted pods as the contract prints them, sorted for byte-identical output.
+        A pod evicted twice in one cycle is listed once, as its first eviction, as KAI lists it."""
         return {
             "bound": sorted((self._bound(b) for b in self.bindings), key=lambda e: e["pod"]),
             "pipelined": sorted(({"pod": p.pod, "node": p.node} for p in self.pipelined), key=lambda e: e["pod"]),
             "evicted": sorted(
-                ({"pod": e.pod, "node": e.node, "action": e.action, "by": e.by} for e in self.evictions),
+                ({"pod": e.pod, "node": e.node, "action": e.action, "by": e.by} for e in self.evicted_once()),
                 key=lambda e: (e["pod"], e["action"]),
             ),
         }

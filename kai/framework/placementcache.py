@@ -56,20 +56,25 @@ class PlacementCache:
         self.ssn = ssn
         self.entries: dict[Hashable, _Entry] = {}
         self.scorers: list[RowScorer] | None = None
+        self.moving: list[tuple[int, RowScorer]] = []  # the scorers (by position) whose score follows the nodes
         self._hooks: list[Any] = []
+        self._seen: tuple[int, int] = (0, -1)  # id and length of the hook list the scorers were read from
         self.refresh_scorers()
 
     def refresh_scorers(self) -> None:
         scorers = self.ssn.hooks.node_scorers
         self.scorers = list(scorers) if all(isinstance(s, RowScorer) for s in scorers) else None  # type: ignore[misc]
+        self.moving = [(i, s) for i, s in enumerate(self.scorers or ()) if not s.fixed]
         self._hooks = list(scorers)
+        self._seen = (id(scorers), len(scorers))
         self.entries.clear()
 
     def find(self, task: PodInfo, allow_pipeline: bool) -> Any:
         """(row, fits idle) of the best node, None when no node fits, or MISS."""
         ssn = self.ssn
         hooks = ssn.hooks
-        if self._hooks != hooks.node_scorers:
+        listed = hooks.node_scorers
+        if (id(listed), len(listed)) != self._seen or self._hooks != listed:
             self.refresh_scorers()
         scorers = self.scorers
         if scorers is None or task.gpu.is_shared:
@@ -167,11 +172,12 @@ class PlacementCache:
         ctx.task = task
         assert self.scorers is not None
         first = -1
-        for i, (scorer, part) in enumerate(zip(self.scorers, entry.parts, strict=True)):
-            if not scorer.update(ctx, part, rows) and first < 0:
+        parts = entry.parts
+        for i, scorer in self.moving:
+            if not scorer.update(ctx, parts[i], rows) and first < 0:
                 first = i
         end = len(entry.parts) if first < 0 else first
-        sums, parts = entry.sums, entry.parts
+        sums = entry.sums
         for row in rows:
             candidate = candidates[row]
             total: Any = 0.0

@@ -35,7 +35,10 @@ class Scored:
 
 class RowScorer:
     """Base class: a scorer whose value at a node row depends only on that row (and the task's
-    signature). Subclasses that depend on more (a minimum over all candidates) override `update`."""
+    signature). Subclasses that depend on more (a minimum over all candidates) override `update`.
+    `fixed`: the score never changes with the nodes' state (`update` is then never called)."""
+
+    fixed = False
 
     def __call__(self, ctx: PlacementContext) -> np.ndarray | float:
         raise NotImplementedError

@@ -232,11 +232,16 @@ class Session:
         self.jobs: dict[str, PodGroupInfo] = dict(snapshot.podgroups)
         self.pods: list[PodInfo] = []  # every pod of `jobs`, job by job (for plugins that scan them all)
         extend = self.pods.extend
+        pending = PodStatus.PENDING
+        self._with_pending: list[PodGroupInfo] = []  # see jobs_with_pending
         for job in self.jobs.values():
+            waits = False
             for sub in job.leaves:  # what `job.pods` holds, without building it
                 extend(sub.pods)
+                waits = waits or sub.counts().get(pending, 0) > 0
+            if waits:
+                self._with_pending.append(job)
         self._touched: dict[int, tuple[PodInfo, PodStatus, str, tuple[str, ...]]] = {}
-        self._with_pending: list[PodGroupInfo] | None = None
         requests = {id(p.requests): p.requests for p in self.pods}
         extra: set[str] = set()
         for node in snapshot.nodes:
@@ -261,14 +266,11 @@ class Session:
         self._hold_all([*snapshot.foreign_pods, *self.pods])
 
     def jobs_with_pending(self) -> list[PodGroupInfo]:
-        """The jobs that had pending pods when the session opened, in job order (found once per session).
+        """The jobs that had pending pods when the session opened, in job order (found as it opened).
         Within a session a pod becomes pending again only when a placement of this session is undone, so
         every job with a pending pod at any time of the session is among them: actions that look for
         pending jobs scan these (and check `has_pending` themselves) instead of every job."""
-        found = self._with_pending
-        if found is None:
-            found = self._with_pending = [job for job in self.jobs.values() if job.has_pending()]
-        return found
+        return self._with_pending
 
     def touch(self, pod: PodInfo) -> None:
         """Remember the pod's state before the session first changes it."""

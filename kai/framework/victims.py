@@ -108,6 +108,27 @@ def stand_in(job: PodGroupInfo, tasks: list[PodInfo], suffix: str) -> PodGroupIn
     return copy
 
 
+def _short_of_minimum(rep: PodGroupInfo, job: PodGroupInfo) -> None:
+    """Give a victim's stand-in (its evicted pods) each leaf's minMember less what the job still runs
+    there: its next batch is then what KAI's simulation allocates for it, and what its queue is ranked by."""
+    for name, sub in rep.subgroups.items():
+        own = job.subgroups.get(name)
+        if own is not None:
+            sub.min_member = max(0, own.min_member - own.active())
+
+
+def _too_big_for(ssn: Session) -> Callable[[PodGroupInfo], bool]:
+    """Whether a job's next batch asks for more than the usable nodes have idle or being released now."""
+    nodes = ssn.nodes
+    free = (nodes.idle + nodes.releasing)[nodes.usable].sum(axis=0)
+
+    def too_big(job: PodGroupInfo) -> bool:
+        need = sum((ssn.vector(t) for t in tasks_to_allocate(ssn, job)), np.zeros(len(free)))
+        return bool((need > free + EPS).any())
+
+    return too_big
+
+
 # -- scheduling signatures ----------------------------------------------------------------------------
 
 
@@ -243,6 +264,7 @@ class Solver:
         self.budget_on = params.max_evicted_gpu_ratio >= 0 or params.max_evicted_gpus_per_queue >= 0
         self.policy_rejected = False  # the last trial failed a validator (not placement)
         self.filtered = 0  # pops the GPU check filtered, not yet counted in the session's decisions
+        self._others: list[PodGroupInfo] | None = None
 
     # -- cheap filters ----------------------------------------------------------------------------
     def _free_gpus(self, chunks: list[Chunk]) -> np.ndarray:
@@ -345,16 +367,16 @@ class Solver:
                 if task.status in ACTIVE:
                     self.stmt.evict(task, self.action, self.job.key)  # the message is written on commit
 
-    def _place_victim(self, chunk: Chunk) -> bool:
-        """Place an evicted chunk again (pipelined), all of it or none of it."""
+    def _place_victim(self, job: PodGroupInfo, tasks: list[PodInfo]) -> bool:
+        """Place evicted pods of a victim job again (pipelined), all of them or none."""
         ssn, stmt = self.ssn, self.stmt
-        moved = sorted((t for t in chunk.tasks if t.status is PodStatus.RELEASING), key=ssn.task_key)
+        moved = sorted((t for t in tasks if t.status is PodStatus.RELEASING), key=ssn.task_key)
         if not moved:
             return True
         cp = stmt.checkpoint()
         if ssn.hooks.subset_nodes:
             # Node-set constraints (topology): the victim's gang through the framework's placement.
-            if place_tasks(ssn, stmt, chunk.job, moved, pipeline_only=True).ok:
+            if place_tasks(ssn, stmt, job, moved, pipeline_only=True).ok:
                 return True
             stmt.rollback(cp)
             return False
@@ -412,28 +434,47 @@ class Solver:
             if not moved:
                 continue
             rep = stand_in(group[0].job, moved, f"\x00sim{next(_STAND_INS)}")
+            _short_of_minimum(rep, group[0].job)
             units[id(rep)] = key
             reps.append(rep)
-        order = JobQueue(ssn, reps)
+        # Every other pending job of the session takes its place in the order too, as in KAI: it is
+        # never placed here, but while it heads its queue it is what that queue is ranked by (a queue
+        # whose first pending job is large ranks behind a victim's queue, which then wins the room back).
+        others = [j for j in self._pending_others() if j.key not in by_job]
+        defer = None
+        if others and ssn.config.params.defer_oversized_jobs:
+            # The opt-in `deferOversizedJobs`: a job that cannot start on what is free does not stand for
+            # its queue here either (as in allocate, which sets it aside).
+            too_big = _too_big_for(ssn)
+            defer = lambda: lambda j: id(j) not in units and too_big(j)  # noqa: E731
+        order = JobQueue(ssn, [*reps, *others], defer_for_pop=defer)
         replaced: set[str] = set()
-        while (rep := order.pop()) is not None:
-            key = units[id(rep)]
+        left = len(reps)
+        while left and (rep := order.pop()) is not None:
+            key = units.get(id(rep))
+            if key is None:
+                continue
+            left -= 1
             if not key:
                 if not ssn.check_job_capacity(self.job, self.tasks[:k]).ok or self._place(self.tasks, 0, k) < k:
                     return None
                 continue
-            group = by_job[key]
-            moved = [t for c in group for t in c.tasks if t.status is PodStatus.RELEASING]
-            if not ssn.check_job_capacity(group[0].job, moved).ok:
+            # As KAI allocates a victim job in its simulation: its next batch only (what brings each leaf
+            # back to minMember, or one more pod), all of it or none; the rest of its evicted pods stay so.
+            victim = by_job[key][0].job
+            wanted = {t.key for t in tasks_to_allocate(ssn, rep)}
+            batch = [t for c in by_job[key] for t in c.tasks if t.key in wanted and t.status is PodStatus.RELEASING]
+            if not batch or not ssn.check_job_capacity(victim, batch).ok:
                 continue
             cp = self.stmt.checkpoint()
-            placed = [c for c in sorted(group, key=lambda c: ssn.task_key(c.tasks[0])) if self._place_victim(c)]
-            if not _gang_whole(group[0].job):
+            if not self._place_victim(victim, batch):
+                continue
+            if not _gang_whole(victim):
                 # An extra placed again while the rest of its gang stays evicted would run the gang
                 # below its minMember: the job's victims stay evicted together.
                 self.stmt.rollback(cp)
-                placed = []
-            replaced.update(t.key for c in placed for t in c.tasks)
+                continue
+            replaced.update(t.key for t in batch)
         returned: set[str] = set()
         nodes = ssn.nodes
         for chunk in chunks:
@@ -442,6 +483,14 @@ class Solver:
                 if home and task.key in replaced:
                     returned.add(task.key)
         return replaced, returned
+
+    def _pending_others(self) -> list[PodGroupInfo]:
+        """The session's jobs with a pending pod, the preemptor aside (taken once per solve: victims'
+        pods become releasing, never pending, while it runs)."""
+        if self._others is None:
+            job = self.job
+            self._others = [j for j in self.ssn.jobs.values() if j is not job and j.has_pending()]
+        return self._others
 
     def _valid(self, chunks: list[Chunk], tasks: list[PodInfo], replaced: set[str], returned: set[str]) -> bool:
         scenario = Scenario(self.action, self.job, tasks, self.tasks, chunks, replaced, returned)
@@ -461,8 +510,9 @@ class Solver:
 
     def _trial(self, recorded: list[Chunk], new: list[Chunk], k: int) -> int:
         """Evict `new`, allocate the job's first k tasks and the victims again (session order), then as
-        many more of the job's tasks as fit; validate. Returns the number of tasks solved (0: rejected,
-        state rolled back); `self.returned` names the victims back where they were."""
+        many more of the job's tasks as fit (all of them: simulated again together); validate. Returns
+        the number of tasks solved (0: rejected, state rolled back); `self.returned` names the victims
+        back where they were."""
         stmt, tasks = self.stmt, self.tasks
         self.policy_rejected = False
         if not self.ssn.placement_possible(self.job, tasks[:k], (t for c in new for t in c.tasks)):
@@ -471,6 +521,7 @@ class Solver:
         self.ssn.decisions.count("simulated", self.action)
         cp = stmt.checkpoint()
         self._evict(new)
+        cp_evicted = stmt.checkpoint()
         chunks = recorded + new
         outcome = self._simulate(chunks, k)
         if outcome is None:
@@ -478,14 +529,31 @@ class Solver:
             return 0
         replaced, returned = outcome
         cp_k = stmt.checkpoint()
-        placed = self._place(tasks, k, len(tasks)) if k < len(tasks) else k
+        n = len(tasks)
+        placed = self._place(tasks, k, n) if k < n else k
+        if placed == n > k:
+            # The scenario that completes the job is, as in KAI, the simulation of all of its tasks with
+            # the victims again in queue order (the job's later tasks then come before the victims that
+            # rank after it, which may land elsewhere than beside the greedy extras).
+            stmt.rollback(cp_evicted)
+            whole = self._simulate(chunks, n)
+            if whole is not None and self._valid(chunks, tasks, *whole):
+                self.solved_cp, self.solved_chunks, (self.replaced, self.returned) = cp, chunks, whole
+                return n
+            stmt.rollback(cp_evicted)
+            outcome = self._simulate(chunks, k)  # the first k tasks only, as before
+            if outcome is None:
+                stmt.rollback(cp)
+                return 0
+            replaced, returned = outcome
+            placed = k
         if self._valid(chunks, tasks[:placed], replaced, returned):
-            self.solved_cp, self.returned = cp, returned
+            self.solved_cp, self.solved_chunks, self.replaced, self.returned = cp, chunks, replaced, returned
             return placed
         if placed > k:
             stmt.rollback(cp_k)
             if self._valid(chunks, tasks[:k], replaced, returned):
-                self.solved_cp, self.returned = cp, returned
+                self.solved_cp, self.solved_chunks, self.replaced, self.returned = cp, chunks, replaced, returned
                 return k
         stmt.rollback(cp)
         return 0
@@ -517,9 +585,12 @@ class Solver:
         keep_share = ssn.config.params.reclaim_keeps_victim_share
         n = len(tasks)
         recorded: list[Chunk] = []
+        replay: list[Chunk] = []  # chunks placed back whole for the tasks solved so far: offered again first
         potential = _Potential(mask)
         pot_chunks, pot_freed = potential.chunks, potential.freed
         self.returned: set[str] = set()
+        self.replaced: set[str] = set()
+        self.solved_chunks: list[Chunk] = []
         solved = 0  # a scenario without victims is never accepted for the first task
         while solved < n:
             k = solved + 1
@@ -533,7 +604,7 @@ class Solver:
             fast = g > EPS and k <= self.equal_upto
             next_chunk, spread = self.picker.next_chunk, potential.spread
             while step == 0:
-                chunk = next_chunk()
+                chunk = replay.pop(0) if replay else next_chunk()
                 if chunk is None:
                     self._flush_filtered()
                     self.stmt.discard()
@@ -594,9 +665,23 @@ class Solver:
                         potential.keep({r for c in group for r in c.rows}, lambda c, taken=taken: id(c) not in taken)  # type: ignore[misc]
                         break
             solved = step
+            recorded, replay = self._still_victims(self.solved_chunks)
         self._flush_filtered()
-        self._finish(recorded)
+        self._finish(self.solved_chunks)
         return Outcome(True)
+
+    def _still_victims(self, chunks: list[Chunk]) -> tuple[list[Chunk], list[Chunk]]:
+        """The victims the next task's scenarios start from, as KAI records them: with consolidating
+        reclaim, only the chunks with a pod that ends the scenario evicted (without it, every one). A
+        chunk placed back whole is no victim; it is offered again first, before the picker's next
+        (KAI builds the victim queue anew for every task, and such a chunk led it)."""
+        if not self.ssn.config.params.allow_consolidating_reclaim:
+            return list(chunks), []
+        kept: list[Chunk] = []
+        again: list[Chunk] = []
+        for chunk in chunks:
+            (kept if any(t.key not in self.replaced for t in chunk.tasks) else again).append(chunk)
+        return kept, again
 
     def _finish(self, recorded: list[Chunk]) -> None:
         ssn, job, stmt = self.ssn, self.job, self.stmt

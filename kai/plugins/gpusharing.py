@@ -97,6 +97,8 @@ class GpuSharingOrderPlugin:
 class _SharingScorer(RowScorer):
     """0 for a whole-GPU task, which the placement cache may keep; a shared one is scored afresh."""
 
+    fixed = True
+
     def __init__(self, plugin: GpuSharingOrderPlugin) -> None:
         self.plugin = plugin
 

@@ -27,6 +27,8 @@ class NominatedNodePlugin:
 class _Scorer(RowScorer):
     """Fixed per node for a task's nominated node: nothing to update when rows change."""
 
+    fixed = True
+
     def __init__(self, index: dict[str, int]) -> None:
         self.index = index
 

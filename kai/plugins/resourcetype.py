@@ -31,6 +31,8 @@ class ResourceTypePlugin:
 class _Scorer(RowScorer):
     """Fixed per node for a kind of task: nothing to update when rows change."""
 
+    fixed = True
+
     def __init__(self, plugin: ResourceTypePlugin) -> None:
         self.plugin = plugin
 

@@ -515,7 +515,7 @@ class TraceSimulator:
             CycleRecord(
                 time=t,
                 bound=len(decisions.bindings),
-                evicted=len(decisions.evictions),
+                evicted=len(decisions.evicted_once()),
                 pipelined=len(decisions.pipelined),
                 fair_share={name: q.fair_share.get("gpu", 0.0) for name, q in decisions.queues.items()},
                 allocated=allocated,

@@ -102,3 +102,25 @@ def test_non_preemptible_pods_are_not_moved_and_do_not_move_others() -> None:
     # A non-preemptible waiting job is no consolidation preemptor either.
     result = run([*fragmented()[:-2], *job("p", "q", gpus=4, priority_class="build")], config=ONLY_CONSOLIDATION)
     assert result["rounds"][0]["evicted"] == []
+
+
+def test_a_pod_moved_by_consolidation_may_be_reclaimed_from_its_new_node_and_is_listed_once() -> None:
+    # n1 (4 GPUs): V (1) and W (2), 1 free; n2 (4 GPUs): Z (2) and Q (1), 1 free: all queue a's (quota 0).
+    # b (quota 2) waits with P (2 GPUs), c (quota 4) with R (4 GPUs). Fair shares of 8: b 2, c 4, a the
+    # remaining 2; a holds 6. No node has 2 free: consolidation moves a's newest job Q onto n1's free GPU
+    # and P goes on n2. Reclaim for R (0 + 4 <= c's 4): only n1 can be emptied of a's pods, and Q, moved
+    # there (pipelined), is one of them, as V and W are: all three are evicted, R is pipelined on n1.
+    # Q is evicted twice in the cycle but listed once, as its first eviction (consolidation, from n2).
+    objects = [node("n1", gpus=4), node("n2", gpus=4), gq("a", 0), gq("b", 2), gq("c", 4)]
+    objects += job("V", "a", nodes="n1", age=300) + job("W", "a", gpus=2, nodes="n1", age=250)
+    objects += job("Z", "a", gpus=2, nodes="n2", age=200) + job("Q", "a", nodes="n2", age=100)
+    objects += job("P", "b", gpus=2, age=20) + job("R", "c", gpus=4, age=10)
+    result = run(objects, rounds=1)
+    assert result["rounds"][0]["evicted"] == [
+        {"pod": "ns/Q", "node": "n2", "action": "consolidation", "by": "ns/P"},
+        {"pod": "ns/V", "node": "n1", "action": "reclaim", "by": "ns/R"},
+        {"pod": "ns/W", "node": "n1", "action": "reclaim", "by": "ns/R"},
+    ]
+    pipelined = {p["pod"]: p["node"] for p in result["rounds"][0]["pipelined"]}
+    assert pipelined == {"ns/P": "n2", "ns/Q": "n1", "ns/R": "n1"}
+    assert status(result, "ns/Z") == "Running"

@@ -87,3 +87,27 @@ def test_a_job_no_node_could_ever_hold_evicts_nothing() -> None:
     result = run(objects, config=ONLY_PREEMPT)
     assert result["rounds"][0]["evicted"] == []
     assert "more than any single node has" in result["podGroups"]["ns/hi"]["message"]
+
+
+def test_the_scenario_that_completes_the_job_places_all_of_its_pods_before_the_victims() -> None:
+    # n1: v (4 x 1 GPU, queue q, train) and h (4 x 1, hq); n2: h2 (5 x 1, hq), 3 GPUs idle; n3 and n4:
+    # d (16 x 1, r, quota 0). e (s, 2 x 4 GPUs) and p (q, 8 x 1, build-preemptible) wait. Quotas: q 4
+    # (weight 0), hq 9, s 8. Reclaim for e takes d: e is pipelined on n3, n4's 8 GPUs are being released.
+    # p may not reclaim (q would hold 12 > 4); it preempts v (lower priority, same queue). The scenario
+    # that completes p simulates its 8 pods first (p ranks before v in q): n2's 3 idle GPUs, then the
+    # fullest nodes with released GPUs, n1 (v's 4) and 1 of n4's; v's gang goes to n4, all 4 pods moved.
+    # (Placing p's first pod, then v, then p's other pods put half of v back on n1 and half on n2.)
+    objects = [node(f"n{i}", gpus=8) for i in range(1, 5)]
+    objects += [gq("q", 4, weight=0), gq("hq", 9), gq("r", 0), gq("s", 8)]
+    objects += job("v", "q", size=4, nodes="n1", age=300) + job("h", "hq", size=4, nodes="n1", age=400)
+    objects += job("h2", "hq", size=5, nodes="n2", age=400)
+    objects += job("d", "r", size=16, nodes=["n3"] * 8 + ["n4"] * 8, age=200)
+    objects += job("e", "s", gpus=4, size=2, age=20) + job("p", "q", size=8, priority_class="build-preemptible", age=10)
+    result = run(objects, rounds=1)
+    evicted = {e["pod"]: e["action"] for e in result["rounds"][0]["evicted"]}
+    assert {k: a for k, a in evicted.items() if not k.startswith("ns/d-")} == {f"ns/v-{i}": "preempt" for i in range(4)}
+    pipelined = {p["pod"]: p["node"] for p in result["rounds"][0]["pipelined"]}
+    assert {k: n for k, n in pipelined.items() if k.startswith("ns/p-")} == {
+        f"ns/p-{i}": "n2" if i < 3 else "n1" if i < 7 else "n4" for i in range(8)
+    }
+    assert {pipelined[f"ns/v-{i}"] for i in range(4)} == {"n4"}

@@ -452,3 +452,79 @@ def test_an_elastic_gang_that_must_shrink_below_its_min_member_is_reclaimed_whol
     assert evictions(result) == {f"ns/j2-{i}": ("reclaim", "ns/j3") for i in range(3)}
     assert status(result, "ns/j0") == "Running"
     assert placed(result) == {"ns/j3": "n0"}
+
+
+def queue_led_by_a_job(first_gpus: int) -> list[dict]:
+    """n0 (4 GPUs) is full of queue a's j0 (1 GPU) and j2 (3 x 1 GPU, minMember 2). Queue c waits with j1
+    (`first_gpus`, older, so first in c's line) and j3 (2 GPUs). Quotas 2 and 2: fair shares 2 and 2."""
+    objects = [node("n0", gpus=4), gq("a", 2), gq("c", 2)]
+    objects += job("j0", "a", nodes="n0", age=100) + job("j2", "a", size=3, min_member=2, nodes="n0", age=90)
+    return objects + job("j1", "c", gpus=first_gpus, age=20) + job("j3", "c", gpus=2, age=10)
+
+
+def test_a_queue_whose_first_job_would_take_it_far_over_its_share_reclaims_nothing() -> None:
+    # j1 (4 GPUs) may not reclaim (0 + 4 > c's fair share 2); j3 may (0 + 2 <= 2), and evicting j2 whole
+    # frees 3 GPUs. The re-allocation after the eviction runs in queue order, and a queue is ranked by
+    # the first job in its line, pending jobs that are not part of the scenario included: c by j1,
+    # (0 + 4) / 4 = 1 of the cluster; a by j2's next batch, its minMember of 2 pods, (1 + 2) / 4 = 0.75.
+    # a goes first, j2 takes 2 GPUs back, 1 GPU is left for j3's 2: no scenario, nothing evicted.
+    result = run(queue_led_by_a_job(4), rounds=2)
+    assert result["rounds"][0]["evicted"] == [] and result["rounds"][1]["evicted"] == []
+    assert status(result, "ns/j2-0") == status(result, "ns/j2-2") == "Running"
+
+
+def test_a_queue_whose_first_job_is_smaller_reclaims_for_the_next_one() -> None:
+    # The same with j1 asking for 3 GPUs: c with j1 is (0 + 3) / 4 = 0.75, a tie with a; without the
+    # jobs c holds 0 and a 1: c goes first, j1 is not placed (it is no part of the scenario), j3 takes 2
+    # of the 3 freed GPUs and j2 (2 GPUs) finds 1. j2 is reclaimed whole, for j3.
+    result = run(queue_led_by_a_job(3), rounds=1)
+    assert evictions(result) == {f"ns/j2-{i}": ("reclaim", "ns/j3") for i in range(3)}
+
+
+def test_a_victim_placed_back_for_the_first_pod_is_no_victim_of_the_next() -> None:
+    # n1 (8 GPUs): t (6) and s (1) of q0 under d0, 1 GPU idle; n2 (8): gang g (8 x 1, minMember 8) of q1.
+    # d0 and d1 deserve 8 each; inside d1, q1 deserves 2 and q2 6, where r waits (2 x 1 GPU).
+    # Victim order: d0 without s keeps 6/8 of its share, d1 without g 0: s comes first.
+    # r's first pod: with s evicted, r-0 takes n1's idle GPU and s goes back on its node: solved, s is
+    # no victim. r's second pod: s alone is refused (d0, 7 of its 8, may not give up), so is t; g
+    # (q1 holds 8 > 2) is taken whole: r on n1's idle GPU and n2, g finds 7 GPUs for its 8 and stays
+    # evicted. s is not part of that scenario: it keeps running.
+    objects = [node("n1", gpus=8), node("n2", gpus=8), gq("d0", 8), gq("d1", 8)]
+    objects += [gq("q0", 8, parent="d0"), gq("q1", 2, parent="d1"), gq("q2", 6, parent="d1")]
+    objects += job("t", "q0", gpus=6, nodes="n1", age=300) + job("s", "q0", nodes="n1", age=200)
+    objects += job("g", "q1", size=8, nodes="n2", age=250) + job("r", "q2", size=2, age=10)
+    result = run(objects, rounds=1)
+    assert evictions(result) == {f"ns/g-{i}": ("reclaim", "ns/r") for i in range(8)}
+    assert status(result, "ns/s") == status(result, "ns/t") == "Running"
+
+
+def test_a_victim_placed_back_for_the_first_pod_is_tried_first_for_the_next() -> None:
+    # n1 (4 GPUs): A2 (2) and x1 (1) of a (quota 3), 1 idle; n2 (4): gang big (4 x 1) of b (quota 1).
+    # c (quota 4) waits with r (2 x 1 GPU). big comes first in victim order (b holds 4, its share 1).
+    # r's first pod goes on n1's idle GPU and big back on n2: solved without a victim. For the second
+    # pod big is tried again first: r-1 on n2, big finds 3 GPUs for its 4 and is evicted (b over its
+    # share may lose it). a keeps its pods (3, exactly its share).
+    objects = [node("n1", gpus=4), node("n2", gpus=4), gq("a", 3), gq("b", 1), gq("c", 4)]
+    objects += job("A2", "a", gpus=2, nodes="n1", age=300) + job("x1", "a", nodes="n1", age=200)
+    objects += job("big", "b", size=4, nodes="n2", age=250) + job("r", "c", size=2, age=10)
+    result = run(objects, rounds=1)
+    assert evictions(result) == {f"ns/big-{i}": ("reclaim", "ns/r") for i in range(4)}
+
+
+def test_a_pipelined_victim_leaves_its_queue_ranked_as_if_it_lost_nothing() -> None:
+    # n1: v (4 x 1 GPU, queue q) and h (4 x 1, hq); n2: h2 (5 x 1, hq), 3 GPUs idle; n3 and n4: d (16 x 1,
+    # r, quota 0). e (s, 2 x 4 GPUs) and p (q, 8 x 1) wait; quotas q 12, hq 9, s 8: every share is its quota.
+    # Reclaim for e takes d whole: e is pipelined on n3, n4's 8 GPUs are being released.
+    # Reclaim for p (4 + 8 <= 12): s holds 8 (e, pipelined) = its share, hq 9 = its share. Victim order
+    # ranks each queue by what it holds once its next victim is gone, counting only pods that are
+    # allocated, not pipelined: s keeps 8/8, hq would keep 4/9. s gives first: with e evicted, p takes
+    # n2's 3 idle GPUs and 5 of n4's, and e goes back on n3: nothing is lost, h2 keeps running.
+    objects = [node(f"n{i}", gpus=8) for i in range(1, 5)] + [gq("q", 12), gq("hq", 9), gq("r", 0), gq("s", 8)]
+    objects += job("v", "q", size=4, nodes="n1", age=300) + job("h", "hq", size=4, nodes="n1", age=400)
+    objects += job("h2", "hq", size=5, nodes="n2", age=400)
+    objects += job("d", "r", size=16, nodes=["n3"] * 8 + ["n4"] * 8, age=200)
+    objects += job("e", "s", gpus=4, size=2, age=20) + job("p", "q", size=8, priority_class="build-preemptible", age=10)
+    result = run(objects, rounds=1)
+    assert evictions(result) == {f"ns/d-{i}": ("reclaim", "ns/e") for i in range(16)}
+    pipelined = {p["pod"]: p["node"] for p in result["rounds"][0]["pipelined"]}
+    assert pipelined == {"ns/e-0": "n3", "ns/e-1": "n3"} | {f"ns/p-{i}": "n2" if i < 3 else "n4" for i in range(8)}

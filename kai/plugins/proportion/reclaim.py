@@ -13,7 +13,7 @@ import numpy as np
 
 from kai.framework.session import Descending, Session, VictimQueueOrder
 from kai.framework.status import SUCCESS, Status, unschedulable
-from kai.model import PodGroupInfo, PodInfo, QueueInfo
+from kai.model import PodGroupInfo, PodInfo, PodStatus, QueueInfo
 from kai.plugins.proportion.fairshare import UNLIMITED
 
 if TYPE_CHECKING:
@@ -65,7 +65,10 @@ class ReclaimRules:
 
     def _triple(self, pod: PodInfo) -> tuple[float, float, float]:
         """The pod's queue vector as three floats (cached per pod and node: victims do not move while
-        they are ordered)."""
+        they are ordered). A pipelined pod (moved earlier in the cycle) counts for nothing: KAI's victim
+        queue order takes away what a victim job has allocated, and pipelined pods are not part of it."""
+        if pod.status is PodStatus.PIPELINED:
+            return (0.0, 0.0, 0.0)
         found = self._triples.get(id(pod))
         if found is not None and found[0] is pod and found[1] == pod.node:
             return found[2]
