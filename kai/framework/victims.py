@@ -486,10 +486,11 @@ class Solver:
 
     def _pending_others(self) -> list[PodGroupInfo]:
         """The session's jobs with a pending pod, the preemptor aside (taken once per solve: victims'
-        pods become releasing, never pending, while it runs)."""
+        pods become releasing, never pending, while it runs). Read from the jobs that had pending pods when
+        the session opened (every job with one now is among them, in the same order)."""
         if self._others is None:
             job = self.job
-            self._others = [j for j in self.ssn.jobs.values() if j is not job and j.has_pending()]
+            self._others = [j for j in self.ssn.jobs_with_pending() if j is not job and j.has_pending()]
         return self._others
 
     def _valid(self, chunks: list[Chunk], tasks: list[PodInfo], replaced: set[str], returned: set[str]) -> bool:
