@@ -303,6 +303,11 @@ def run(
                 "cycles_cpu_per_bound_pod_ms": round(1000 * sum(c.cpu for c in cycles) / max(1, len(bound_at)), 2),
                 "api_requests": dict(sorted(requests.items(), key=lambda kv: -kv[1])),
                 "status_writes": process.status.writes if process.scheduler else 0,
+                "snapshot_builds": {
+                    "patched": process.scheduler.incremental.patched,
+                    "from_scratch": process.scheduler.incremental.full,
+                    "why_from_scratch": process.scheduler.incremental.reasons,
+                },
                 "binder": {
                     "bound": process.binder.bound if process.binder else 0,
                     "failed": process.binder.failed if process.binder else 0,

@@ -15,7 +15,8 @@ build, converted objects being shared through the memo.
 
 The patched snapshot equals a build from scratch of the same objects; where that is not certain, the
 snapshot is built from scratch instead: the first view, a view that is not the successor of the last
-one built, a change of Queues, PriorityClasses, Topologies, DRA or storage objects, a node added or
+one built, a change of PriorityClasses, Topologies, DRA or storage objects, or of Queues that the
+builder reads differently (a Queue's status is not read), a node added or
 removed, a partition that leaves objects out, any problem, warning or feature kai has not built (in the
 last build or the small one), a pod of another scheduler among the changed ones, DRA objects at all,
 and every ``FULL_EVERY`` builds (which also lets the memo forget replaced objects).
@@ -29,14 +30,16 @@ from typing import Any
 
 from kai.api import keys
 from kai.cluster.cache import CacheView
-from kai.cluster.kube import BIND_REQUESTS, DRA_KINDS, NODES, PODGROUPS, PODS
+from kai.cluster.kube import BIND_REQUESTS, DRA_KINDS, NODES, PODGROUPS, PODS, QUEUES
 from kai.cluster.reflector import Store
 from kai.model import ClusterSnapshot
 from kai.snapshot.builder import BuildResult, ConversionMemo, build_snapshot
 
 FULL_EVERY = 60  # builds: at least one from scratch in so many
 FOREIGN = "\0foreign"  # the "group" of a pod of another scheduler
-PATCHED_KINDS = {NODES.kind, PODS.kind, PODGROUPS.kind, BIND_REQUESTS.kind}  # kinds a patch may follow
+# Kinds a patch may follow (a Queue's change only while the queues convert to the same: checked below;
+# our own status writes change Queues every cycle the allocation does).
+PATCHED_KINDS = {NODES.kind, PODS.kind, PODGROUPS.kind, BIND_REQUESTS.kind, QUEUES.kind}
 DRA_KIND_NAMES = {r.kind for r in DRA_KINDS}
 
 
@@ -143,11 +146,10 @@ class IncrementalSnapshot:
                 group = (meta.get("annotations") or {}).get(keys.POD_GROUP_ANNOTATION)
                 if group:
                     affected.add(f"{meta.get('namespace')}/{group}")
-        if not affected:
-            # Pods that are no group's before or after: the whole snapshot again, at `now`.
-            if any(k in view.pods for k in changed):
-                return self._none("a pod of no group changed")
-            return BuildResult(_replace(last, now), [])
+        if not affected and any(k in view.pods for k in changed):
+            return self._none("a pod of no group changed")
+        # (With no group affected, the small build is of the nodes, queues and the rest alone: they may
+        # have changed.)
         # The affected groups' pods (those that stay and those that come), in the cache's order.
         wanted = set(changed)
         for group in affected:

@@ -14,7 +14,9 @@ One cycle (:meth:`Scheduler.run_once`):
    (:mod:`kai.cluster.incremental`); and when the cache's view is the very one of the last cycle
    (nothing changed), the last build is reused with the new ``now`` (the builder reads ``now``
    for nothing else), so such a cycle builds nothing;
-4. ``run_cycle(snapshot, config, run_step)`` — the core, timed per step through ``run_step``;
+4. ``run_cycle(snapshot, config, run_step)`` — the core, timed per step through ``run_step``
+   (through :class:`kai.cycle.CycleRunner`, which answers a cycle on the very same view from the
+   last one when that one decided nothing and the time changes nothing);
 5. hand the decisions to the ports: :class:`~kai.cluster.writers.BindRequestWriter`,
    :class:`~kai.cluster.writers.Evictor`, :class:`~kai.cluster.status.StatusUpdater`.
 
@@ -47,7 +49,7 @@ from kai.cluster.incremental import IncrementalSnapshot, PartialMemo
 from kai.cluster.metrics import Metrics
 from kai.cluster.status import GroupUsages, QueueUsage, queue_usage
 from kai.cluster.usagedb import usage_source
-from kai.cycle import run_cycle
+from kai.cycle import CycleRunner, run_cycle
 from kai.framework.config import SchedulerConfig
 from kai.framework.decisions import Binding, Decisions, Eviction
 from kai.model import CPU, GPU, MEMORY, ClusterSnapshot, UnsupportedUse
@@ -161,6 +163,8 @@ class Scheduler:
         # The incremental snapshot: conversions kept between cycles, and the last view and its build.
         self.memo = PartialMemo()
         self.incremental = IncrementalSnapshot(self.memo, getattr(cache, "stores", {}))
+        self.runner = CycleRunner(config, self._cycle)
+        self._steps: tuple[Callable[[str, Callable[[], None]], None], Any] = (lambda name, step: step(), None)
         self.usages = GroupUsages()  # pod group usage for the queue gauges, kept while a group is unchanged
         self._last_build: tuple[CacheView, list[dict[str, Any]], BuildResult] | None = None
         # Time-based fair share (usageDBConfig set): usage from Prometheus, or the scheduler's own record.
@@ -175,7 +179,7 @@ class Scheduler:
         view = self.cache.view()
         if view.stale_bind_requests:
             self.bind_requests.delete_stale(view.stale_bind_requests)
-        objects, result = self._build(view, now)
+        objects, result, result_reused = self._build(view, now)
         self._report_problems(result.problems, view)
         snapshot = result.snapshot
         self.last_snapshot = snapshot
@@ -208,7 +212,10 @@ class Scheduler:
                 plugins[name] = time.perf_counter() - t0
 
         steps["snapshot"] = time.perf_counter() - started
-        decisions = run_cycle(snapshot, self.config, run_step, plugin_step)
+        # The core, unless the cycle provably decides what the last one did (kai.cycle.CycleRunner: the
+        # very same view, inert decisions last time, and `now` changing nothing).
+        self._steps = (run_step, plugin_step)
+        decisions = self.runner.run(snapshot, changed=not result_reused)
         t0, c0 = time.perf_counter(), time.thread_time()
         evicted = (
             self.evictor.evict(decisions.evictions, view.pods, view.podgroups, snapshot) if decisions.evictions else []
@@ -232,12 +239,17 @@ class Scheduler:
             self.on_cycle(report)
         return report
 
-    def _build(self, view: CacheView, now: float) -> tuple[list[dict[str, Any]], BuildResult]:
-        """The cycle's snapshot from the view: the last one again (at `now`) when the view is the same."""
+    def _cycle(self, snapshot: ClusterSnapshot, config: SchedulerConfig) -> Decisions:
+        run_step, plugin_step = self._steps
+        return run_cycle(snapshot, config, run_step, plugin_step)
+
+    def _build(self, view: CacheView, now: float) -> tuple[list[dict[str, Any]], BuildResult, bool]:
+        """The cycle's snapshot from the view (and whether it is the last one again, at `now`: the view
+        is the same)."""
         last = self._last_build
         if last is not None and last[0] is view:
             _, objects, built = last
-            return objects, BuildResult(dataclasses.replace(built.snapshot, now=now), built.problems)
+            return objects, BuildResult(dataclasses.replace(built.snapshot, now=now), built.problems), True
         objects = partition.select(view.objects, self.nodepool_label_key, self.partition_label_value)
         result = self.incremental.build(
             view,
@@ -252,7 +264,7 @@ class Scheduler:
                 result.problems, view.queues, self.nodepool_label_key, self.partition_label_value
             )
         self._last_build = (view, objects, result)
-        return objects, result
+        return objects, result, False
 
     def record(self, folder: Path) -> Path | None:
         """Write the last cycle's input as `snapshot-<cycle>.yaml` (+ its decisions as JSON)."""

@@ -22,6 +22,15 @@ sub-group set that carries a constraint:
    is filled first and the gang spans as few of them as possible. Sub-groups without their own
    ranking inherit the parent's.
 5. No candidate: a failed status naming the topology, the level and the roomiest domain.
+
+Steps 2-4 depend only on the candidate nodes, their free room in the batch's resources and the batch, so
+the session keeps their answers under those: the victim trials of the evicting actions ask the same
+question again whenever a trial frees nothing among the candidates.
+
+For the evicting actions the plugin also answers the PlacementPossible question (a pre-check before a
+victim trial is simulated): steps 2-3 over every usable node of the topology with the free room the
+trial's evictions would leave, for the job and each constrained sub-group set. No fitting domain there
+means no candidate in step 3 either (fewer nodes, less room), so the trial is skipped unsimulated.
 """
 
 from __future__ import annotations
@@ -41,6 +50,7 @@ ROOT = -1  # depth of the implicit root domain, which holds every node of the to
 ROOT_NAME = "root"
 SCORE_STEP = 10_000.0
 REASON = "PodSchedulingErrors"
+ANSWER_BYTES_KEPT = 16 << 20  # about how much memory the session's kept SubsetNodes answers may take
 
 
 @dataclass(slots=True)
@@ -117,6 +127,8 @@ class TopologyPlugin:
         self.member_levels: dict[tuple[str, str, str], _MemberLevels | None] = {}
         self.shapes: dict[tuple[int, ...], _Shape] = {}
         self.stacked: dict[tuple[str | int, ...], np.ndarray] = {}
+        self.answers: dict[tuple[object, ...], list[tuple[np.ndarray, np.ndarray | None, str]] | dict[int, _Room]] = {}
+        self.answer_bytes = 0  # roughly (all are dropped when the next would pass ANSWER_BYTES_KEPT)
         if any(_constrained(job) for job in ssn.jobs.values()):
             ssn.hooks.subset_nodes.append(self.subset_nodes)
             ssn.hooks.placement_possible.append(self.placement_possible)
@@ -144,14 +156,37 @@ class TopologyPlugin:
         if isinstance(levels, Status):
             return levels
         base = self._candidate_nodes(tree, request, constraint)
-        free = self.ssn.nodes.idle + self.ssn.nodes.releasing
+        nodes = self.ssn.nodes
+        free = (nodes.idle + nodes.releasing)[base]
         shape = self._shape(tasks)
-        per_node = _pods_per_node(free, shape, base)
-        batch = _Batch(free, shape.total, shape.columns, per_node, shape.mixed, shape.count)
+        # The answer depends only on these: trials that free nodes outside the candidates (or none of the
+        # batch's resources) ask the same question again.
+        room = free[:, shape.columns].tobytes()
+        key = (tree.name, *levels, constraint.preferred_level, id(shape), base.tobytes(), room)
+        found = self.answers.get(key)
+        if found is None:
+            found = self._answer(tree, constraint, levels, base, free, shape)
+            size = len(room) + base.size + _answer_bytes(found)
+            if self.answer_bytes + size > ANSWER_BYTES_KEPT:
+                self.answers.clear()
+                self.answer_bytes = 0
+            self.answers[key] = found
+            self.answer_bytes += size
+        if isinstance(found, dict):  # no candidate: the rooms, for the message
+            return self._failure(tree, constraint, levels, found, base, who, len(tasks))
+        return [NodeSubset(mask, scores, name) for mask, scores, name in found]
+
+    def _answer(
+        self, tree: DomainTree, constraint: TopologyConstraint, levels: list[int], base: np.ndarray,
+        free: np.ndarray, shape: _Shape,
+    ) -> list[tuple[np.ndarray, np.ndarray | None, str]] | dict[int, _Room]:
+        """Steps 2-4 for candidate nodes `base` with free room `free` (their rows): the candidates (mask,
+        scores, name; read-only arrays, as they are kept), or when there is none the rooms per level."""
+        batch = _Batch(free, shape.total, shape.columns, _copies(free, shape), shape.mixed, shape.count)
         rooms = _rooms(tree, levels, self._stacked_ids(tree, levels), base, batch)
         candidates = self._candidates(tree, levels, rooms, base)
         if not candidates:
-            return self._failure(tree, constraint, levels, rooms, base, who, len(tasks))
+            return rooms
         preferred = tree.depth(constraint.preferred_level) if constraint.preferred_level else None
         out = []
         for depth, index, mask in candidates:
@@ -159,7 +194,9 @@ class TopologyPlugin:
             if preferred is not None and depth < preferred:
                 room = rooms.get(preferred) or _room(tree, preferred, base, batch)
                 scores = _preferred_scores(tree, preferred, room, mask)
-            out.append(NodeSubset(mask, scores, f"topology domain {tree.domain_name(depth, index)}"))
+                scores.flags.writeable = False
+            mask.flags.writeable = False
+            out.append((mask, scores, f"topology domain {tree.domain_name(depth, index)}"))
         return out
 
     # -- the PlacementPossible hook ----------------------------------------------------------------
@@ -221,8 +258,10 @@ class TopologyPlugin:
             else:
                 base = tree.member & self.ssn.nodes.usable
                 rows = None if base.all() else np.flatnonzero(base)
-                ids = [tree.domain_ids(d) if rows is None else tree.domain_ids(d)[rows] for d in depths]
-                self.member_levels[key] = _MemberLevels(rows, ids, [tree.domain_count(d) for d in depths])
+                stacked = self._stacked_ids(tree, depths)
+                ids = (stacked if rows is None else stacked[:, rows]).ravel()
+                size = sum(tree.domain_count(d) for d in depths)
+                self.member_levels[key] = _MemberLevels(rows, ids, len(depths), size)
         return self.member_levels[key]
 
     def _relevant_depths(self, tree: DomainTree, constraint: TopologyConstraint, who: str) -> list[int] | Status:
@@ -267,9 +306,11 @@ class TopologyPlugin:
             assert depth is not None
             rows = [nodes.index[p.node] for p in _set_pods(request) if p.status in ACTIVE and p.node in nodes.index]
             if rows:
-                held = tree.ids[depth][rows]
-                held = held[held >= 0]
-                base &= np.isin(tree.ids[depth], held)
+                ids = tree.ids[depth]
+                kept = np.zeros(tree.domain_count(depth) + 1, dtype=bool)  # the last entry: outside (-1)
+                kept[ids[rows]] = True
+                kept[-1] = False
+                base &= kept[ids]
         return base
 
     def _candidates(
@@ -343,6 +384,13 @@ class TopologyPlugin:
         return Status(Code.UNSCHEDULABLE, REASON, message, cause)
 
 
+def _answer_bytes(found: list[tuple[np.ndarray, np.ndarray | None, str]] | dict[int, _Room]) -> int:
+    """The memory the arrays of a kept SubsetNodes answer take (about)."""
+    if isinstance(found, dict):
+        return sum(r.nodes.nbytes + r.pods.nbytes + r.fits.nbytes + r.ratio.nbytes for r in found.values())
+    return sum(mask.nbytes + (0 if scores is None else scores.nbytes) for mask, scores, _ in found)
+
+
 def _constrained(job: PodGroupInfo) -> bool:
     if job.topology is not None and job.topology.topology:
         return True
@@ -377,10 +425,10 @@ def _set_pods(request: SubsetRequest) -> list[PodInfo]:
 class _Batch:
     """What the domains are measured against: free room per node and the batch's requests."""
 
-    free: np.ndarray  # idle + releasing per node and resource
+    free: np.ndarray  # idle + releasing per candidate node (the rows of `base`, in node order) and resource
     total: np.ndarray  # the batch's summed request
     columns: np.ndarray  # resources the batch requests
-    per_node: np.ndarray  # pods of the batch each candidate node can hold
+    per_node: np.ndarray  # pods of the batch each candidate node can hold (the rows of `free`)
     mixed: bool  # the batch's tasks request different amounts
     count: int
 
@@ -396,7 +444,7 @@ def _rooms(
     size = sum(sizes)
     ids = stacked[:, base].ravel()
     nodes = np.bincount(ids, minlength=size)
-    pods = np.bincount(ids, weights=np.tile(batch.per_node[base], len(depths)), minlength=size)
+    pods = np.bincount(ids, weights=np.tile(batch.per_node, len(depths)), minlength=size)
     fits = (pods >= batch.count) & (nodes > 0)
     columns = batch.columns
     if columns.size == 0:
@@ -404,7 +452,7 @@ def _rooms(
     else:
         width = columns.size
         flat = (ids[:, None] * width + np.arange(width)).ravel()
-        weights = np.tile(batch.free[base][:, columns], (len(depths), 1)).ravel()
+        weights = np.tile(batch.free[:, columns], (len(depths), 1)).ravel()
         dom_free = np.bincount(flat, weights=weights, minlength=size * width).reshape(size, width)
         total = batch.total[columns]
         ratio = np.where(dom_free > EPS, total / np.maximum(dom_free, EPS), np.inf).max(axis=1)
@@ -424,7 +472,7 @@ def _room(tree: DomainTree, depth: int, base: np.ndarray, batch: _Batch) -> _Roo
     ids = tree.domain_ids(depth)[base]
     size = tree.domain_count(depth)
     nodes = np.bincount(ids, minlength=size)
-    pods = np.bincount(ids, weights=batch.per_node[base], minlength=size)
+    pods = np.bincount(ids, weights=batch.per_node, minlength=size)
     fits = (pods >= batch.count) & (nodes > 0)
     columns = batch.columns
     if columns.size == 0:
@@ -432,7 +480,7 @@ def _room(tree: DomainTree, depth: int, base: np.ndarray, batch: _Batch) -> _Roo
     # Free room per domain and requested resource, all columns in one bincount (sums in node order).
     width = columns.size
     flat = (ids[:, None] * width + np.arange(width)).ravel()
-    dom_free = np.bincount(flat, weights=batch.free[base][:, columns].ravel(), minlength=size * width)
+    dom_free = np.bincount(flat, weights=batch.free[:, columns].ravel(), minlength=size * width)
     dom_free = dom_free.reshape(size, width)
     total = batch.total[columns]
     ratio = np.where(dom_free > EPS, total / np.maximum(dom_free, EPS), np.inf).max(axis=1)
@@ -470,12 +518,6 @@ class _Shape:
         return _Shape(total, columns, mixed, unit, unit_columns, unit[unit_columns], count)
 
 
-def _pods_per_node(free: np.ndarray, shape: _Shape, base: np.ndarray) -> np.ndarray:
-    """How many pods of the batch each candidate node can hold (copies of the shape's unit), capped at
-    the batch size; 0 off the candidate nodes."""
-    return np.where(base, _copies(free, shape), 0.0)
-
-
 def _copies(free: np.ndarray, shape: _Shape) -> np.ndarray:
     """Copies of the batch's unit that each row of `free` holds, capped at the batch size."""
     cols = shape.unit_columns
@@ -491,8 +533,10 @@ class _MemberLevels:
     """A constraint's relevant levels over the usable nodes of its topology (the pre-check's domains)."""
 
     rows: np.ndarray | None  # the node rows (None: every node)
-    ids: list[np.ndarray]  # per level: domain index of each of those nodes
-    sizes: list[int]  # per level: domain count
+    ids: np.ndarray  # domain index of each of those nodes, level after level, each level's indices after
+    # those of the levels before it (one bincount measures every level's domains)
+    levels: int  # how many levels `ids` holds
+    size: int  # domains of all those levels
 
 
 def _room_somewhere(levels: _MemberLevels, shape: _Shape, free: np.ndarray) -> bool:
@@ -500,18 +544,17 @@ def _room_somewhere(levels: _MemberLevels, shape: _Shape, free: np.ndarray) -> b
     (whole pods per node; for a mixed batch also the free sum of each requested resource)."""
     room = free if levels.rows is None else free[levels.rows]
     per = _copies(room, shape)
-    count = shape.count
-    if shape.mixed:
+    if levels.levels > 1:
+        per = np.tile(per, levels.levels)
+    fits = np.bincount(levels.ids, weights=per, minlength=levels.size) >= shape.count
+    if shape.mixed and fits.any():
         need = shape.total[shape.columns] - EPS
         sums = room[:, shape.columns]
-    for ids, size in zip(levels.ids, levels.sizes, strict=True):
-        fits = np.bincount(ids, weights=per, minlength=size) >= count
-        if shape.mixed:
-            for j in range(need.size):
-                fits &= np.bincount(ids, weights=sums[:, j], minlength=size) >= need[j]
-        if fits.any():
-            return True
-    return False
+        if levels.levels > 1:
+            sums = np.tile(sums, (levels.levels, 1))
+        for j in range(need.size):
+            fits &= np.bincount(levels.ids, weights=sums[:, j], minlength=levels.size) >= need[j]
+    return bool(fits.any())
 
 
 def _enclosing_domain(tree: DomainTree, base: np.ndarray) -> str:

@@ -169,8 +169,45 @@ def test_a_patched_snapshot_equals_a_build_from_scratch_after_each_kind_of_delta
     again = c.cycle_matches_a_build_from_scratch()
     assert again.now == c.now
 
+    # A node alone changes (a label, an allocatable): the nodes come from the small build.
+    n3 = c.get("Node", "n3")
+    n3["metadata"]["labels"] = {"zone": "b"}
+    n3["status"]["allocatable"]["nvidia.com/gpu"] = "2"
+    c.put(n3)
+    patched_step()
+    assert c.scheduler.last_snapshot is not None
+    assert next(n for n in c.scheduler.last_snapshot.nodes if n.name == "n3").labels == {"zone": "b"}
+
+    # The queue's status is written (as the status updater does): the queues read the same, patched.
+    q = c.get("Queue", "q")
+    q["status"] = {"allocated": {"nvidia.com/gpu": "5"}}
+    c.put(q)
+    c.put(pod("a-2", group="a", gpus=1))
+    patched_step()
+
     # A queue changes: built from scratch (a pod group's conversion reads its queue).
     before = incremental.full
     c.put(queue("q", gpu={"quota": 8, "overQuotaWeight": 1, "limit": -1}))
     c.cycle_matches_a_build_from_scratch()
     assert incremental.full == before + 1
+
+
+def test_a_cycle_with_nothing_changed_after_one_that_decided_nothing_is_not_run_again() -> None:
+    c = Cluster()
+    c.put(node("n0", gpus=4))
+    c.put(queue("q"))
+    c.put(podgroup("g", "q"))
+    c.put(pod("g-0", group="g", gpus=1, node="n0"))  # running: nothing to decide
+    c.put(pod("big", queue="q", gpus=8))  # fits nowhere: pending, nothing bound
+    first = c.cycle_matches_a_build_from_scratch()
+    assert not first.bound
+    runner = c.scheduler.runner
+    ran = runner.ran
+    c.now += 5
+    again = c.cycle_matches_a_build_from_scratch()  # the same view: answered from the last cycle
+    assert (runner.ran, runner.skipped) == (ran, 1)
+    assert again.decisions == first.decisions
+    c.put(node("n1", gpus=8))  # a change: the cycle runs, and the big pod fits now
+    third = c.cycle_matches_a_build_from_scratch()
+    assert runner.ran == ran + 1
+    assert {b.pod for b in third.bound} == {"ns/big"}
