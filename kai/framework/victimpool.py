@@ -20,7 +20,7 @@ import bisect
 import heapq
 import itertools
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -197,7 +197,8 @@ class VictimPool:
             index = self.ssn.nodes.index
             rows = [index.get(t.node, -1) for t in tasks]
             gpus = [task_gpus(self.ssn, t) for t in tasks]
-            found = self.chunks[id(job)] = (tasks, extra, rows, *vectors(self.orders, tasks), gpus)
+            chunk = Chunk(job, tasks, rows, [t.gpu_groups for t in tasks], gpus)  # handed out as it is
+            found = self.chunks[id(job)] = (tasks, extra, rows, *vectors(self.orders, tasks), gpus, chunk)
         return found
 
     def picker(
@@ -217,7 +218,9 @@ _Comeback = tuple[Descending, int, PodGroupInfo]
 # Per VictimQueueOrder hook: each pod's vector, and their sum.
 _Vectors = tuple[list[list[tuple[float, ...]]], list[tuple[float, ...]]]
 # What a job gives up first: (tasks, extra, node rows, per-hook pod vectors, per-hook sums, GPUs per task).
-_First = tuple[list[PodInfo], bool, list[int], list[list[tuple[float, ...]]], list[tuple[float, ...]], list[float]]
+_First = tuple[
+    list[PodInfo], bool, list[int], list[list[tuple[float, ...]]], list[tuple[float, ...]], list[float], Chunk
+]
 # What a queue's subtree gives up next: (leaf, tasks, extra, job, from the comeback heap, pod vectors, sums).
 _Found = tuple[str, list[PodInfo], bool, PodGroupInfo, bool, list[list[tuple[float, ...]]], list[tuple[float, ...]]]
 
@@ -287,22 +290,28 @@ class VictimPicker:
         live = [q for q in leaves if ssn.victim_queue_allowed(action, preemptor, q)]
         self.pos: dict[str, int] = {leaf: len(pool.jobs[leaf]) for leaf in live}  # cursor: jobs[:pos] left
         self.back: dict[str, list[_Comeback]] = {leaf: [] for leaf in live}
+        # Per leaf: the pool's job and key lists (the pool changes them only between pickers), its heap.
+        self.lists = {leaf: (pool.jobs[leaf], pool.keys[leaf], self.back[leaf]) for leaf in live}
         self.children: dict[str, list[str]] = {}
         self.paths: dict[str, list[str]] = {}  # per leaf: the leaf and its ancestors, leaf first
+        self.ups: dict[str, list[str]] = {}  # per leaf: its ancestors, then the root ""
         for leaf in live:
             path = [q.name for q in ssn.queue_path(leaf)]
             self.paths[leaf] = path
+            self.ups[leaf] = [*path[1:], ""]
             parent = ""
             for name in reversed(path):
                 kids = self.children.setdefault(parent, [])
                 if name not in kids:
                     kids.append(name)
                 parent = name
-        self.handed: set[int] = set()  # ids of the jobs handed out (max_jobs counts them)
+        self.handed: set[int] = set()  # ids of the jobs handed out (kept only when max_jobs counts them)
         self.orders = pool.orders
         self.key_fn = self.orders[0].key if len(self.orders) == 1 else None
         queues = [q for path in self.paths.values() for q in path]
-        self.picked: dict[str, list[PodInfo]] = {q: [] for q in queues}  # per queue subtree: pods handed out
+        # The pods handed out and still counted in their queues' sums: by pod id, (order picked, leaf, pod).
+        self.picked: dict[int, tuple[int, str, PodInfo]] = {}
+        self.leaf_picked: dict[str, int] = dict.fromkeys(live, 0)  # per leaf: how many of those
         # Per queue subtree and order hook: the running sum of the picked pods' vectors.
         self.removed: dict[str, list[list[float]]] = {q: [[] for _ in self.orders] for q in queues}
         self.cand: dict[str, _Found | None] = {}  # per queue ("" the root): what its subtree gives next
@@ -328,22 +337,31 @@ class VictimPicker:
         return out
 
     def _choose(self, name: str) -> None:
-        """The child whose subtree gives up the next victim: the smallest key among those with one."""
-        cand = self.cand
-        live = [child for child in self.children[name] if cand[child] is not None]
-        if not live:
-            cand[name] = None
-        elif len(live) == 1:  # nothing to compare with
-            cand[name] = cand[live[0]]
-        else:
-            keys, key_of = self.queue_keys, self._key
-            best, best_key = live[0], keys.get(live[0]) or key_of(live[0])
-            for child in live[1:]:
-                key = keys.get(child) or key_of(child)
-                if key < best_key:
-                    best, best_key = child, key
-            cand[name] = cand[best]
-        self.queue_keys.pop(name, None)
+        """The child whose subtree gives up the next victim: the smallest key among those with one (keys
+        are computed only when there is something to compare, first child first)."""
+        cand, keys = self.cand, self.queue_keys
+        best: str | None = None
+        best_key: tuple[Any, ...] | None = None
+        for child in self.children[name]:
+            found = cand[child]
+            if found is None:
+                continue
+            if best is None:
+                best = child
+                continue
+            if best_key is None:
+                best_key = keys.get(best) or self._key(best)
+            key = keys.get(child)
+            if key is None:
+                key_fn = self.key_fn
+                if key_fn is not None:  # one order hook: its key, then the name (as Session.victim_queue_key)
+                    key = keys[child] = (key_fn(self.ssn.queues[child], self.removed[child][0], found[6][0]), child)
+                else:
+                    key = self._key(child)
+            if key < best_key:
+                best, best_key = child, key
+        cand[name] = None if best is None else cand[best]
+        keys.pop(name, None)
 
     def _key(self, name: str) -> tuple[Any, ...]:
         key = self.queue_keys.get(name)
@@ -358,20 +376,32 @@ class VictimPicker:
             self.queue_keys[name] = key
         return key
 
-    def state_changed(self) -> None:
+    def state_changed(self, evicted: Iterable[PodInfo]) -> None:
         """Evictions became part of the statement: keys are stale; picked pods now evicted are already
-        out of their queue's allocation."""
-        for name, pods in self.picked.items():
-            gone = [t for t in pods if t.status not in ACTIVE]
-            if not gone:
-                continue
-            self.picked[name] = [t for t in pods if t.status in ACTIVE]
-            removed = self.removed[name]
-            if not self.picked[name]:
+        out of their queue's allocation. `evicted`: the pods the statement evicts now (every picked pod
+        that is not active any more is among them)."""
+        picked = self.picked
+        found = {id(t): entry for t in evicted if (entry := picked.get(id(t))) is not None and t.status not in ACTIVE}
+        if not found:
+            self.stale = True
+            return
+        left = sorted(found.values(), key=lambda entry: entry[0])  # the order they were picked
+        # Per queue, its subtree's picked pods that left, in the order they were picked.
+        gone: dict[str, list[PodInfo]] = {}
+        paths, leaf_picked = self.paths, self.leaf_picked
+        for _, leaf, pod in left:
+            del picked[id(pod)]
+            leaf_picked[leaf] -= 1
+            for name in paths[leaf]:
+                gone.setdefault(name, []).append(pod)
+        # Queues with a picked pod still counted in their subtree.
+        alive = {name for leaf, count in leaf_picked.items() if count for name in paths[leaf]}
+        for name, pods in gone.items():
+            if name not in alive:
                 self.removed[name] = [[] for _ in self.orders]
                 continue
-            for sums, order in zip(removed, self.orders, strict=True):
-                for pod in gone:
+            for sums, order in zip(self.removed[name], self.orders, strict=True):
+                for pod in pods:
                     for j, x in enumerate(order.vector(pod)):
                         sums[j] -= x
         self.stale = True
@@ -379,12 +409,12 @@ class VictimPicker:
     def _top(self, leaf: str) -> _Found | None:
         """What the leaf queue's first job in victim order would give up next; jobs that may not be
         victims of this preemptor, or have nothing left to give, are passed over for good."""
-        pool, ssn = self.pool, self.ssn
-        jobs, keys, back = pool.jobs[leaf], pool.keys[leaf], self.back[leaf]
-        allowed_of, claimed_jobs = self.allowed, self.claimed_jobs
+        pool = self.pool
+        jobs, keys, back = self.lists[leaf]
+        allowed_of, claimed_jobs, chunks = self.allowed, self.claimed_jobs, pool.chunks
         while True:
             pos = self.pos[leaf]
-            from_back = bool(back) and (pos == 0 or back[0][0].key > keys[pos - 1])
+            from_back = (pos == 0 or back[0][0].key > keys[pos - 1]) if back else False
             if from_back:
                 job = back[0][2]
             elif pos:
@@ -393,6 +423,7 @@ class VictimPicker:
                 return None
             allowed = allowed_of.get(id(job))
             if allowed is None:
+                ssn = self.ssn
                 allowed = job is not self.preemptor and self.jobs(job)
                 filters = ssn.hooks.victim_filters
                 if allowed and len(filters) == 1:
@@ -402,10 +433,11 @@ class VictimPicker:
                 allowed_of[id(job)] = allowed
             if allowed:
                 if id(job) in claimed_jobs:
-                    tasks, extra = tasks_to_evict(ssn, job, self.claimed)
+                    tasks, extra = tasks_to_evict(self.ssn, job, self.claimed)
                     per, sums = vectors(self.orders, tasks)
                 else:
-                    tasks, extra, _, per, sums, _ = pool.first_chunk(job)
+                    first = chunks.get(id(job)) or pool.first_chunk(job)
+                    tasks, extra, _, per, sums, _, _ = first
                 if tasks:
                     return leaf, tasks, extra, job, from_back, per, sums
             if from_back:
@@ -420,41 +452,90 @@ class VictimPicker:
         elif self.changed is not None:
             # Only the last popped leaf's path changed: its next victim, then each ancestor's choice.
             leaf, self.changed = self.changed, None
-            self.cand[leaf] = self._top(leaf)
-            self.queue_keys.pop(leaf, None)
-            for name in self.paths[leaf][1:]:
-                self._choose(name)
-            self._choose("")
+            cand, keys = self.cand, self.queue_keys
+            cand[leaf] = self._top(leaf)
+            keys.pop(leaf, None)
+            key_fn = self.key_fn
+            if key_fn is None:
+                for name in self.ups[leaf]:
+                    self._choose(name)
+            else:
+                # _choose up the path, inlined for the common case of one victim queue order hook.
+                queues, removed = self.ssn.queues, self.removed
+                for name in self.ups[leaf]:
+                    best: str | None = None
+                    best_key: tuple[Any, ...] | None = None
+                    best_found: _Found | None = None
+                    for child in self.children[name]:
+                        found = cand[child]
+                        if found is None:
+                            continue
+                        if best is None:
+                            best, best_found = child, found
+                            continue
+                        if best_key is None:
+                            best_key = keys.get(best)
+                            if best_key is None:
+                                assert best_found is not None
+                                best_key = keys[best] = (
+                                    key_fn(queues[best], removed[best][0], best_found[6][0]),
+                                    best,
+                                )
+                        key = keys.get(child)
+                        if key is None:
+                            key = keys[child] = (key_fn(queues[child], removed[child][0], found[6][0]), child)
+                        if key < best_key:
+                            best, best_key, best_found = child, key, found
+                    cand[name] = best_found
+                    keys.pop(name, None)
         found = self.cand.get("")
         if found is None:
             return None
         leaf, tasks, extra, job, from_back, per, _ = found
         job_id = id(job)
-        if self.max_jobs is not None and job_id not in self.handed and len(self.handed) >= self.max_jobs:
-            return None
-        self.handed.add(job_id)
+        if self.max_jobs is not None and job_id not in self.handed:
+            if len(self.handed) >= self.max_jobs:
+                return None
+            self.handed.add(job_id)
         if from_back:
             heapq.heappop(self.back[leaf])
         else:
             self.pos[leaf] -= 1
-        if job_id in self.claimed_jobs:
-            rows = [self.ssn.nodes.index.get(t.node, -1) for t in tasks]
+        claimed_jobs = self.claimed_jobs
+        if job_id in claimed_jobs:
+            index = self.ssn.nodes.index
+            rows = [index.get(t.node, -1) for t in tasks]
             gpus = [task_gpus(self.ssn, t) for t in tasks]
+            chunk = Chunk(job, list(tasks), rows, [t.gpu_groups for t in tasks], gpus)
         else:
-            first = self.pool.chunks[job_id]  # _top looked it up
-            rows, gpus = list(first[2]), list(first[5])
-            self.claimed_jobs.add(job_id)
-        self.claimed.update(map(id, tasks))
-        picked, removed = self.picked, self.removed
+            # The job's first chunk, as the pool cached it (its pods have not moved since: any change to
+            # them drops the cache entry before the next picker is made).
+            chunk = self.pool.chunks[job_id][6]  # _top looked it up
+            claimed_jobs.add(job_id)
+        claimed, picked = self.claimed, self.picked
+        for t in tasks:
+            claimed.add(id(t))
+            picked[id(t)] = (len(claimed), leaf, t)
+        self.leaf_picked[leaf] += len(tasks)
+        removed, queue_keys = self.removed, self.queue_keys
         path = self.paths[leaf]
+        single = len(per) == 1 and len(per[0]) == 1 and len(per[0][0]) == 3  # one hook, one pod, 3 numbers
         for name in path:
-            picked[name].extend(tasks)
-            _add(removed[name], per)
+            if single:
+                sums = removed[name][0]
+                vec = per[0][0]
+                if sums:
+                    sums[0] += vec[0]
+                    sums[1] += vec[1]
+                    sums[2] += vec[2]
+                else:
+                    sums.extend(vec)
+            else:
+                _add(removed[name], per)
+            queue_keys.pop(name, None)
         if extra:
             # An elastic extra went: the rest of the job comes back, ranked as it now is.
-            key = self.pool.sort_key(job, self.claimed)
+            key = self.pool.sort_key(job, claimed)
             heapq.heappush(self.back[leaf], (Descending(key), next(self.seq), job))
         self.changed = leaf
-        for name in path:
-            self.queue_keys.pop(name, None)
-        return Chunk(job, list(tasks), rows, [t.gpu_groups for t in tasks], gpus)
+        return chunk

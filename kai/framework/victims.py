@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -193,6 +193,49 @@ def _gpu_feasible(free: np.ndarray, needs: list[float]) -> bool:
     return float(np.floor(free / smallest + EPS).sum()) >= len(needs)
 
 
+class _Potential:
+    """The popped chunks not yet recorded, per node row they have pods on, and, per row whose chunks all
+    sit on that row alone, the GPUs they would free there (summed chunk by chunk in pop order, as the
+    GPU check sums them), so that a pop's check costs O(1) instead of a walk over the row's chunks."""
+
+    __slots__ = ("chunks", "freed", "mask", "spread")
+
+    def __init__(self, mask: np.ndarray) -> None:
+        self.mask = mask
+        self.chunks: dict[int, list[Chunk]] = {}  # node row -> popped chunks with pods there
+        self.freed: dict[int, float] = {}  # row -> GPUs its (single-row) chunks' active pods free there
+        self.spread: set[int] = set()  # rows with a chunk whose pods are on more than one row
+
+    def add(self, chunk: Chunk, rows: list[int]) -> None:
+        chunks = self.chunks
+        for row in rows:
+            chunks.setdefault(row, []).append(chunk)
+        if len(rows) > 1:
+            self.spread.update(rows)
+            return
+        row = rows[0]
+        if row >= 0 and self.mask.item(row):
+            freed = self.freed
+            for task, gpus in zip(chunk.tasks, chunk.gpus, strict=True):
+                if task.status in ACTIVE:
+                    freed[row] = freed.get(row, 0.0) + gpus
+
+    def keep(self, rows: Iterable[int], keep: Callable[[Chunk], bool]) -> None:
+        """Keep only the chunks `keep` holds true for on these rows (their sums taken again)."""
+        chunks, freed, spread, mask = self.chunks, self.freed, self.spread, self.mask
+        for row in rows:
+            left = chunks[row] = [c for c in chunks.get(row, []) if keep(c)]
+            freed.pop(row, None)
+            spread.discard(row)
+            if any(len(set(c.rows)) > 1 for c in left):
+                spread.add(row)
+            elif row >= 0 and mask.item(row):
+                for chunk in left:
+                    for task, gpus in zip(chunk.tasks, chunk.gpus, strict=True):
+                        if task.status in ACTIVE:
+                            freed[row] = freed.get(row, 0.0) + gpus
+
+
 class Solver:
     def __init__(
         self,
@@ -220,6 +263,7 @@ class Solver:
         params = ssn.config.params
         self.budget_on = params.max_evicted_gpu_ratio >= 0 or params.max_evicted_gpus_per_queue >= 0
         self.policy_rejected = False  # the last trial failed a validator (not placement)
+        self.filtered = 0  # pops the GPU check filtered, not yet counted in the session's decisions
         self._others: list[PodGroupInfo] | None = None
 
     # -- cheap filters ----------------------------------------------------------------------------
@@ -240,10 +284,8 @@ class Solver:
         if g <= EPS or k > self.equal_upto:
             return _gpu_feasible(self._free_gpus(chunks), self.needs[:k])
         if self._base is None or self._base[0] != g:
-            free = self._base_free()
-            fits = np.where(self.mask, np.floor(free / g + EPS), 0.0)
-            self._base = (g, free, fits, float(fits.sum()))
-        _, free, fits, total = self._base
+            self._gpu_base(g)
+        _, free, fits, total = self._base  # type: ignore[misc]
         mask = self.mask
         if len(chunks) == 1 and len(chunks[0].tasks) == 1:  # the common pop: one pod on one node
             chunk = chunks[0]
@@ -259,6 +301,19 @@ class Solver:
         for row, more in extra.items():
             total += math.floor((free.item(row) + more) / g + EPS) - fits.item(row)
         return total >= k - EPS
+
+    def _gpu_base(self, g: float) -> tuple[float, np.ndarray, np.ndarray, float]:
+        """Cache the free GPUs per node, how many tasks of `g` GPUs fit on each, and their total."""
+        free = self._base_free()
+        fits = np.where(self.mask, np.floor(free / g + EPS), 0.0)
+        self._base = base = (g, free, fits, float(fits.sum()))
+        return base
+
+    def _flush_filtered(self) -> None:
+        """Count the pops the GPU check filtered (counted in bulk: one counter update per trial)."""
+        if self.filtered:
+            self.ssn.decisions.count("filtered", self.action, self.filtered)
+            self.filtered = 0
 
     def _base_free(self) -> np.ndarray:
         """Per node, GPUs idle or releasing, the unused and releasing portions of shared GPUs included."""
@@ -431,10 +486,11 @@ class Solver:
 
     def _pending_others(self) -> list[PodGroupInfo]:
         """The session's jobs with a pending pod, the preemptor aside (taken once per solve: victims'
-        pods become releasing, never pending, while it runs)."""
+        pods become releasing, never pending, while it runs). Read from the jobs that had pending pods when
+        the session opened (every job with one now is among them, in the same order)."""
         if self._others is None:
             job = self.job
-            self._others = [j for j in self.ssn.jobs.values() if j is not job and j.has_pending()]
+            self._others = [j for j in self.ssn.jobs_with_pending() if j is not job and j.has_pending()]
         return self._others
 
     def _valid(self, chunks: list[Chunk], tasks: list[PodInfo], replaced: set[str], returned: set[str]) -> bool:
@@ -531,7 +587,8 @@ class Solver:
         n = len(tasks)
         recorded: list[Chunk] = []
         replay: list[Chunk] = []  # chunks placed back whole for the tasks solved so far: offered again first
-        potential: dict[int, list[Chunk]] = {}  # node row -> popped chunks with pods there
+        potential = _Potential(mask)
+        pot_chunks, pot_freed = potential.chunks, potential.freed
         self.returned: set[str] = set()
         self.replaced: set[str] = set()
         self.solved_chunks: list[Chunk] = []
@@ -543,25 +600,53 @@ class Solver:
                 self.stmt.rollback(self.solved_cp)
                 self._evict(recorded)
                 step = self._trial(recorded, [], k)  # the victims found so far may be enough
+            # Equal whole-GPU requests (the common gang): a pop's GPU check reads the row's running sum.
+            g = self.needs[0]
+            fast = g > EPS and k <= self.equal_upto
+            next_chunk, spread = self.picker.next_chunk, potential.spread
             while step == 0:
-                chunk = replay.pop(0) if replay else self.picker.next_chunk()
+                chunk = replay.pop(0) if replay else next_chunk()
                 if chunk is None:
+                    self._flush_filtered()
                     self.stmt.discard()
                     return Outcome(False, self.reason, self.budget)
                 over = self._check_budget([*recorded, chunk], set()) if self.budget_on else ""
                 if over:
                     self.budget = over  # this chunk can never be part of an acceptable scenario
-                    ssn.decisions.count("filtered", self.action)
+                    self.filtered += 1
                     continue
-                rows = chunk.rows if len(chunk.rows) == 1 else sorted(set(chunk.rows))
-                for row in rows:
-                    potential.setdefault(row, []).append(chunk)
+                rows = chunk.rows
+                if len(rows) == 1 and len(chunk.tasks) == 1:  # the common pop: one pod on one node
+                    row = rows[0]
+                    on_row = pot_chunks.get(row)
+                    if on_row is None:
+                        pot_chunks[row] = [chunk]
+                    else:
+                        on_row.append(chunk)
+                    if row >= 0 and mask.item(row) and chunk.tasks[0].status in ACTIVE:
+                        pot_freed[row] = pot_freed.get(row, 0.0) + chunk.gpus[0]
+                else:
+                    rows = rows if len(rows) == 1 else sorted(set(rows))
+                    potential.add(chunk, rows)
                 for row in rows:
                     # Only the chunks on this node (each evicted whole, wherever its pods are).
-                    group = potential[row]
-                    if not self._feasible_with(group, k):
-                        ssn.decisions.count("filtered", self.action)
+                    group = pot_chunks[row]
+                    if fast and row >= 0 and row not in spread:
+                        base = self._base
+                        if base is None:
+                            base = self._gpu_base(g)
+                        more = pot_freed.get(row)
+                        if more is None:
+                            feasible = base[3] >= k - EPS
+                        else:
+                            total = base[3] + (math.floor((base[1].item(row) + more) / g + EPS) - base[2].item(row))
+                            feasible = total >= k - EPS
+                    else:
+                        feasible = self._feasible_with(group, k)
+                    if not feasible:
+                        self.filtered += 1
                         continue
+                    self._flush_filtered()
                     step = self._trial(recorded, group, k)
                     if not step and keep_share and self.policy_rejected:
                         # Opt-in rule: with the victim's share kept, a chunk refused even alone can never
@@ -571,19 +656,18 @@ class Solver:
                             step = self._trial(recorded, [chunk], k)
                             group = [chunk] if step else group
                         if not step and self.policy_rejected:
-                            for r in rows:
-                                potential[r] = [c for c in potential[r] if c is not chunk]
+                            potential.keep(rows, lambda c, chunk=chunk: c is not chunk)  # type: ignore[misc]
                             break
                     if step:
-                        self.picker.state_changed()
+                        self.picker.state_changed(t for c in (*recorded, *group) for t in c.tasks)
                         self._base = None
                         recorded += group
                         taken = {id(c) for c in group}
-                        for r in {r for c in group for r in c.rows}:
-                            potential[r] = [c for c in potential.get(r, []) if id(c) not in taken]
+                        potential.keep({r for c in group for r in c.rows}, lambda c, taken=taken: id(c) not in taken)  # type: ignore[misc]
                         break
             solved = step
             recorded, replay = self._still_victims(self.solved_chunks)
+        self._flush_filtered()
         self._finish(self.solved_chunks)
         return Outcome(True)
 

@@ -89,3 +89,39 @@ def test_opt_in_elastic_extras_go_before_any_gang_is_broken() -> None:
 
     config = {"actions": "allocate, reclaim", "schedulerParams": {"evictElasticExtrasFirst": True}}
     assert set(evictions(run(elastic_beside_a_gang(), config=config))) == {"ns/e-2"}
+
+
+def test_a_gang_spread_over_two_nodes_counts_where_it_shares_a_node() -> None:
+    # n1: s1 (3 GPUs, queue a) and g-0 (1 GPU); n2: g-1 (1 GPU) and x (3 GPUs, queue c, non-preemptible).
+    # b wants one 4-GPU pod. Victim order in a is newest first: the gang g, then s1. g alone frees 1 GPU
+    # on each node (not enough anywhere); with s1 popped, n1 has g-0's GPU and s1's 3: the job fits there.
+    # Neither victim finds another place (n2 has 1 GPU free), so both stay evicted.
+    from tests.actions.evict_helpers import evictions
+    from tests.scenario import run
+
+    objects = [node("n1", gpus=4), node("n2", gpus=4), gq("a", 0), gq("b", 4), gq("c", 3)]
+    objects += job("s1", "a", gpus=3, nodes="n1", age=20)
+    objects += job("g", "a", gpus=1, size=2, nodes=["n1", "n2"], age=10)
+    objects += job("x", "c", gpus=3, nodes="n2", priority_class="build", age=30)
+    objects += job("want", "b", gpus=4, age=1)
+    result = run(objects, config={"actions": "allocate, reclaim"})
+    assert set(evictions(result)) == {"ns/g-0", "ns/g-1", "ns/s1"}
+    assert result["rounds"][0]["pipelined"] == [{"pod": "ns/want", "node": "n1"}]
+
+
+def test_victims_of_the_first_task_are_kept_while_the_next_one_looks() -> None:
+    # n1 runs four 2-GPU pods of queue a (a1 oldest .. a4 newest); n2 is full with x (queue c, not
+    # preemptible). b's gang wants two 4-GPU pods. a4 + a3 make room for the first pod on n1; the second
+    # needs a2 and a1 as well: a2 alone leaves n1 with 6 GPUs, room for one pod only.
+    from tests.actions.evict_helpers import evictions
+    from tests.scenario import run
+
+    objects = [node("n1", gpus=8), node("n2", gpus=8), gq("a", 0), gq("b", 8), gq("c", 8)]
+    for i, age in enumerate((40, 30, 20, 10), start=1):
+        objects += job(f"a{i}", "a", gpus=2, nodes="n1", age=age)
+    objects += job("x", "c", gpus=8, nodes="n2", priority_class="build", age=50)
+    objects += job("want", "b", gpus=4, size=2, age=1)
+    result = run(objects, config={"actions": "allocate, reclaim"})
+    assert set(evictions(result)) == {"ns/a1", "ns/a2", "ns/a3", "ns/a4"}
+    placed = sorted((p["pod"], p["node"]) for p in result["rounds"][0]["pipelined"])
+    assert placed == [("ns/want-0", "n1"), ("ns/want-1", "n1")]

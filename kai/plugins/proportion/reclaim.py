@@ -24,15 +24,6 @@ EPS = 1e-9
 NAMES = ("GPUs", "CPU", "memory")
 
 
-def _drs(ag: float, ac: float, am: float, sg: float, sc: float, sm: float) -> float:
-    """Dominant resource share: max over resources of allocated / allocatable (x1000 where that is 0)."""
-    return max(
-        ag / sg if sg > EPS else ag * 1000.0,
-        ac / sc if sc > EPS else ac * 1000.0,
-        am / sm if sm > EPS else am * 1000.0,
-    )
-
-
 def _ratio(allocated: float, share: float) -> float:
     """allocated / fair share; a zero share is infinitely saturated once anything is allocated."""
     if share < 0:
@@ -179,33 +170,47 @@ class ReclaimRules:
             if attrs is None:
                 return ()
             share = attrs.allocatable(self.p.total).tolist()
+            fair = attrs.fair_share.tolist()
+            deserved = attrs.deserved.tolist()
             consts = self._shares[queue.name] = (
                 attrs,
                 share,
-                attrs.fair_share.tolist(),
-                attrs.deserved.tolist(),
+                # over its fair share above these (every resource)
+                tuple(f + EPS for f in fair),
+                # within its deserved quota up to these (unlimited: always within)
+                tuple(float("inf") if d == UNLIMITED else d + EPS for d in deserved),
+                # dominant resource share: divide by the share, or multiply by 1000 where it is 0
+                tuple(s > EPS for s in share),
                 queue.priority * 2,
                 (tuple(-c for c in share), -queue.creation, Descending(queue.name)),
             )
-        attrs, (sg, sc, sm), (fg, fc, fm), (dg, dc, dm), priority, tail = consts
+        attrs, (sg, sc, sm), (fg, fc, fm), (dg, dc, dm), (pg_, pc_, pm_), priority, tail = consts
         ag, ac, am = attrs.allocated.tolist()
         if removed:
             pg, pc, pm = removed
             ag, ac, am = ag - pg, ac - pc, am - pm
-        over_used = ag > fg + EPS and ac > fc + EPS and am > fm + EPS
-        within = (
-            (dg == UNLIMITED or ag <= dg + EPS)
-            and (dc == UNLIMITED or ac <= dc + EPS)
-            and (dm == UNLIMITED or am <= dm + EPS)
-        )
+        # (not over its share, within its quota) as one number; queue priority, not using a zero share
+        head = (0 if ag > fg and ac > fc and am > fm else 2) + (1 if ag <= dg and ac <= dc and am <= dm else 0)
         zero_share = sg <= 0 < ag or sc <= 0 < ac or sm <= 0 < am
-        drs = _drs(ag, ac, am, sg, sc, sm)
+        # max() of the three, spelt out (the first of equal values, as max)
+        drs = ag / sg if pg_ else ag * 1000.0
+        x = ac / sc if pc_ else ac * 1000.0
+        if x > drs:
+            drs = x
+        x = am / sm if pm_ else am * 1000.0
+        if x > drs:
+            drs = x
         after = drs
         if next_sum:
             vg, vc, vm = next_sum
-            after = _drs(ag - vg, ac - vc, am - vm, sg, sc, sm)
-        # (not over its share, within its quota, queue priority, not using a zero share) as one number
-        head = (0 if over_used else 2) + (1 if within else 0)
+            vg, vc, vm = ag - vg, ac - vc, am - vm
+            after = vg / sg if pg_ else vg * 1000.0
+            x = vc / sc if pc_ else vc * 1000.0
+            if x > after:
+                after = x
+            x = vm / sm if pm_ else vm * 1000.0
+            if x > after:
+                after = x
         return (head, priority + (0 if zero_share else 1), -after, -drs, *tail)
 
     # -- scenarios ----------------------------------------------------------------------------------
