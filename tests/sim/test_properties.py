@@ -60,6 +60,12 @@ def test_cycles_are_deterministic_and_respect_capacity_gangs_and_limits(
             running_per_group[group_of[key]] += 1
     assert all(used[n] <= capacity[n] for n in used)
     assert all(limits[q] < 0 or per_queue[q] <= limits[q] for q in per_queue)
+    # A gang runs whole or not at all. Its pods that an evicting action moved this round (consolidation
+    # may move pods allocate placed moments before, as KAI does) wait pipelined on their new node for the
+    # eviction to finish: they count with the running ones.
+    for moved in first["rounds"][-1]["pipelined"]:
+        if first["pods"][moved["pod"]]["status"] != "Running":
+            running_per_group[group_of[moved["pod"]]] += 1
     mins = {o["metadata"]["name"]: o["spec"]["minMember"] for o in objects if o["kind"] == "PodGroup"}
     for group, count in running_per_group.items():
-        assert count >= mins[group]  # a gang runs whole or not at all
+        assert count >= mins[group]
