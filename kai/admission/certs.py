@@ -50,15 +50,8 @@ class ServingCertificates:
 
 def _key_usage(ca: bool) -> x509.KeyUsage:
     return x509.KeyUsage(
-        digital_signature=True,
-        content_commitment=False,
-        key_encipherment=not ca,
-        data_encipherment=False,
-        key_agreement=False,
-        key_cert_sign=ca,
-        crl_sign=ca,
-        encipher_only=False,
-        decipher_only=False,
+        digital_signature=True, content_commitment=False, key_encipherment=not ca, data_encipherment=False,
+        key_agreement=False, key_cert_sign=ca, crl_sign=ca, encipher_only=False, decipher_only=False,
     )
 
 

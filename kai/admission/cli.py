@@ -64,14 +64,11 @@ def admission(
     host: Annotated[str, typer.Option(help="Address to bind.")] = "0.0.0.0",
     cert_dir: Annotated[
         Path | None,
-        typer.Option(
-            help="Folder with tls.crt/tls.key (and ca.crt); generated if empty (default: a private folder "
-            "kai-admission-certs-<uid> in the temporary directory)."
-        ),
+        typer.Option(help="Folder with tls.crt/tls.key (and ca.crt); generated if empty (default: a private folder "
+                     "kai-admission-certs-<uid> in the temporary directory)."),
     ] = None,
-    cert_host: Annotated[
-        list[str] | None, typer.Option(help="Host name or IP for a generated certificate (repeatable).")
-    ] = None,
+    cert_host: Annotated[list[str] | None, typer.Option(help="Host name or IP for a generated certificate "
+                                                              "(repeatable).")] = None,
     scheduler_name: Annotated[str, typer.Option(help="Pods with this schedulerName are handled.")] = (
         keys.SCHEDULER_NAME
     ),
@@ -80,9 +77,8 @@ def admission(
         DEFAULT_GPU_RUNTIME_CLASS
     ),
     register: Annotated[bool, typer.Option(help="Create/update the webhook configurations at start.")] = False,
-    url: Annotated[
-        str, typer.Option(help="With --register: the URL base the API server calls (default: the in-cluster Service).")
-    ] = "",
+    url: Annotated[str, typer.Option(help="With --register: the URL base the API server calls "
+                                          "(default: the in-cluster Service).")] = "",
     service_namespace: Annotated[str, typer.Option(help="With --register: namespace of the Service.")] = (
         "kai-scheduler"
     ),
@@ -99,9 +95,8 @@ def admission(
     verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Log every request.")] = False,
 ) -> None:
     """Serve the admission webhooks (GPU-sharing validation, GPU runtime class, Queue and PodGroup checks)."""
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         namespaces = parse_selector(namespace_selector)
         pods = parse_selector(pod_selector)
@@ -122,24 +117,16 @@ def admission(
         from kai.cluster.kube import Kube
 
         settings = WebhookSettings(
-            ca_bundle=certs.ca_bundle,
-            url_base=url,
-            service_namespace=service_namespace,
-            service_name=service_name,
-            name=webhook_name,
-            scheduler_name=scheduler_name,
-            namespace_selector=namespaces,
-            pod_selector=pods,
-            queue_label_namespaces=queue_label_namespaces,
+            ca_bundle=certs.ca_bundle, url_base=url, service_namespace=service_namespace,
+            service_name=service_name, name=webhook_name, scheduler_name=scheduler_name,
+            namespace_selector=namespaces, pod_selector=pods, queue_label_namespaces=queue_label_namespaces,
         )
         try:
             apply_webhook_configurations(Kube.connect(str(kubeconfig) if kubeconfig else None), settings)
         except Exception as err:  # any failure (bad kubeconfig, refused, 403) is one line for the user
             raise _fail(f"cannot register the webhooks: {err}") from None
     logging.getLogger("kai.admission").info(
-        "serving webhooks on https://%s:%d (certificates %s)",
-        host,
-        server.port,
+        "serving webhooks on https://%s:%d (certificates %s)", host, server.port,
         "generated" if certs.generated else f"from {cert_dir}",
     )
     stop = threading.Event()

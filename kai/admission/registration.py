@@ -63,9 +63,8 @@ def parse_selector(text: str | None) -> dict[str, Any]:
             expressions.append({"key": match["nkey"], "operator": "DoesNotExist"})
         elif match["skey"]:
             values = [v.strip() for v in match["values"].split(",") if v.strip()]
-            expressions.append(
-                {"key": match["skey"], "operator": "In" if match["op"] == "in" else "NotIn", "values": values}
-            )
+            expressions.append({"key": match["skey"], "operator": "In" if match["op"] == "in" else "NotIn",
+                                "values": values})
         elif match["key"]:
             if match["eq"] == "!=":
                 expressions.append({"key": match["key"], "operator": "NotIn", "values": [match["value"]]})
@@ -133,16 +132,8 @@ def _client_config(settings: WebhookSettings, path: str) -> dict[str, Any]:
     return config
 
 
-def _webhook(
-    settings: WebhookSettings,
-    name: str,
-    path: str,
-    operations: list[str],
-    group: str,
-    version: str,
-    resource: str,
-    scope: str,
-) -> dict[str, Any]:
+def _webhook(settings: WebhookSettings, name: str, path: str, operations: list[str], group: str, version: str,
+             resource: str, scope: str) -> dict[str, Any]:
     return {
         "name": name,
         "admissionReviewVersions": ["v1"],
@@ -150,26 +141,19 @@ def _webhook(
         "failurePolicy": settings.failure_policy,
         "timeoutSeconds": settings.timeout_seconds,
         "clientConfig": _client_config(settings, path),
-        "rules": [
-            {
-                "apiGroups": [group],
-                "apiVersions": [version],
-                "operations": operations,
-                "resources": [resource],
-                "scope": scope,
-            }
-        ],
+        "rules": [{
+            "apiGroups": [group], "apiVersions": [version], "operations": operations,
+            "resources": [resource], "scope": scope,
+        }],
     }
 
 
 def pod_namespace_selector(settings: WebhookSettings) -> dict[str, Any]:
     excluded: dict[str, Any] = {}
     if settings.excluded_namespaces:
-        excluded = {
-            "matchExpressions": [
-                {"key": NAMESPACE_NAME_LABEL, "operator": "NotIn", "values": list(settings.excluded_namespaces)},
-            ]
-        }
+        excluded = {"matchExpressions": [
+            {"key": NAMESPACE_NAME_LABEL, "operator": "NotIn", "values": list(settings.excluded_namespaces)},
+        ]}
     queue: dict[str, Any] = {}
     if settings.queue_label_namespaces:
         queue = {"matchExpressions": [{"key": settings.queue_label_key, "operator": "Exists"}]}
@@ -178,52 +162,25 @@ def pod_namespace_selector(settings: WebhookSettings) -> dict[str, Any]:
 
 def webhook_configurations(settings: WebhookSettings) -> tuple[dict[str, Any], dict[str, Any]]:
     """(ValidatingWebhookConfiguration, MutatingWebhookConfiguration) for `settings`."""
-    condition = [
-        {
-            "name": "kai-scheduler-pods",
-            "expression": f"object.spec.schedulerName == {_cel_string(settings.scheduler_name)}",
-        }
-    ]
+    condition = [{
+        "name": "kai-scheduler-pods",
+        "expression": f"object.spec.schedulerName == {_cel_string(settings.scheduler_name)}",
+    }]
     namespaces = pod_namespace_selector(settings)
-    pod_validate = _webhook(
-        settings,
-        "pod-validation.kai.scheduler",
-        POD_VALIDATE_PATH,
-        ["CREATE", "UPDATE"],
-        "",
-        "v1",
-        "pods",
-        "Namespaced",
-    )
-    pod_mutate = _webhook(
-        settings, "pod-mutation.kai.scheduler", POD_MUTATE_PATH, ["CREATE"], "", "v1", "pods", "Namespaced"
-    )
+    pod_validate = _webhook(settings, "pod-validation.kai.scheduler", POD_VALIDATE_PATH, ["CREATE", "UPDATE"],
+                            "", "v1", "pods", "Namespaced")
+    pod_mutate = _webhook(settings, "pod-mutation.kai.scheduler", POD_MUTATE_PATH, ["CREATE"], "", "v1", "pods",
+                          "Namespaced")
     for hook in (pod_validate, pod_mutate):
         hook["namespaceSelector"] = namespaces
         hook["objectSelector"] = dict(settings.pod_selector)
         hook["matchConditions"] = condition
     pod_mutate["reinvocationPolicy"] = "IfNeeded"
-    queue = _webhook(
-        settings,
-        "queue-validation.kai.scheduler",
-        QUEUE_VALIDATE_PATH,
-        ["CREATE", "UPDATE"],
-        "scheduling.run.ai",
-        "v2",
-        "queues",
-        "Cluster",
-    )
+    queue = _webhook(settings, "queue-validation.kai.scheduler", QUEUE_VALIDATE_PATH, ["CREATE", "UPDATE"],
+                     "scheduling.run.ai", "v2", "queues", "Cluster")
     queue["objectSelector"] = dict(settings.queue_selector)
-    podgroup = _webhook(
-        settings,
-        "podgroup-validation.kai.scheduler",
-        PODGROUP_VALIDATE_PATH,
-        ["CREATE", "UPDATE"],
-        "scheduling.run.ai",
-        "v2alpha2",
-        "podgroups",
-        "Namespaced",
-    )
+    podgroup = _webhook(settings, "podgroup-validation.kai.scheduler", PODGROUP_VALIDATE_PATH, ["CREATE", "UPDATE"],
+                        "scheduling.run.ai", "v2alpha2", "podgroups", "Namespaced")
     podgroup["namespaceSelector"] = dict(settings.podgroup_namespace_selector)
     metadata = {"name": settings.name, "labels": dict(settings.labels)}
     validating = {

@@ -189,7 +189,6 @@ class Metrics:
             res: Gauge(f"queue_{res}_usage", f"Usage of {res}", ["queue_name"], namespace=ns, registry=s)
             for res in ("cpu", "memory", "gpu")
         }
-
         # -- KAI's queue controller (from Queue status, see kai/cluster/status.py) --
         def queue_gauge(name: str, text: str) -> Gauge:
             return Gauge(name, text, ["queue_name"], namespace=ns, registry=s)

@@ -272,12 +272,8 @@ def _run_go(args: list[str], cwd: Path, label: str, timeout: float) -> str:
 
 def _staging_replacements(k8s_version: str, workdir: Path) -> list[str]:
     """``replace`` lines: each ``k8s.io/<x> v0.0.0`` requirement of kubernetes to v0.<minor>.<patch>."""
-    out = _run_go(
-        ["mod", "download", "-json", f"k8s.io/kubernetes@{k8s_version}"],
-        workdir,
-        "download k8s.io/kubernetes",
-        timeout=1200,
-    )
+    out = _run_go(["mod", "download", "-json", f"k8s.io/kubernetes@{k8s_version}"], workdir,
+                  "download k8s.io/kubernetes", timeout=1200)
     start = out.find("{")
     info = json.loads(out[start:])
     if "Error" in info:
@@ -307,33 +303,16 @@ def _build(component: Component, root: Path) -> Path:
             with (work / "go.mod").open("a") as fh:
                 fh.write("\n" + "\n".join(replaces) + "\n")
         _log(f"{component.name}: resolving modules for {component.package}@{component.version}")
-        _run_go(["get", f"{component.package}@{component.version}"], work, f"{component.name} go get", timeout=1800)
+        _run_go(["get", f"{component.package}@{component.version}"], work, f"{component.name} go get",
+                timeout=1800)
         _log(f"{component.name}: compiling (this is the long part)")
-        _run_go(
-            [
-                "build",
-                "-v",
-                "-trimpath",
-                *tags,
-                "-ldflags",
-                ldflags,
-                "-o",
-                str(work / component.name),
-                component.package,
-            ],
-            work,
-            f"{component.name} build",
-            timeout=3600,
-        )
+        _run_go(["build", "-v", "-trimpath", *tags, "-ldflags", ldflags, "-o", str(work / component.name),
+                 component.package], work, f"{component.name} build", timeout=3600)
     else:
         _log(f"{component.name}: go install {component.package}@{component.version}")
         target_ref = f"{component.package}@{component.version}"
-        _run_go(
-            ["install", "-v", "-trimpath", *tags, "-ldflags", ldflags, target_ref],
-            work,
-            f"{component.name} install",
-            timeout=3600,
-        )
+        _run_go(["install", "-v", "-trimpath", *tags, "-ldflags", ldflags, target_ref],
+                work, f"{component.name} install", timeout=3600)
     built = work / component.name
     if not built.exists():
         raise BuildError(f"{component.name}: the go command succeeded but {built} is missing")
@@ -401,20 +380,14 @@ def _status(root: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kai.devcluster.build", description=(__doc__ or "").split("\n")[0])
-    parser.add_argument(
-        "--for-tests",
-        action="store_true",
-        help="exit 0 even when the build fails, recording the error for the live tests",
+    parser = argparse.ArgumentParser(
+        prog="python -m kai.devcluster.build", description=(__doc__ or "").split("\n")[0]
     )
+    parser.add_argument("--for-tests", action="store_true",
+                        help="exit 0 even when the build fails, recording the error for the live tests")
     parser.add_argument("--status", action="store_true", help="print what is cached and exit")
-    parser.add_argument(
-        "--only",
-        action="append",
-        choices=[c.name for c in COMPONENTS],
-        metavar="NAME",
-        help="build only this component (repeatable); default: every missing one",
-    )
+    parser.add_argument("--only", action="append", choices=[c.name for c in COMPONENTS], metavar="NAME",
+                        help="build only this component (repeatable); default: every missing one")
     args = parser.parse_args(argv)
     root = cache_root()
     if args.status:
@@ -427,11 +400,8 @@ def main(argv: list[str] | None = None) -> int:
         (root / BUILD_ERROR_FILE).write_text(message + "\n")
         print(f"[kai controlplane] BUILD FAILED: {message}", file=sys.stderr, flush=True)
         if args.for_tests:
-            print(
-                "[kai controlplane] continuing: the live tests will fail under CI and skip otherwise",
-                file=sys.stderr,
-                flush=True,
-            )
+            print("[kai controlplane] continuing: the live tests will fail under CI and skip otherwise",
+                  file=sys.stderr, flush=True)
             return 0
         return 1
     except KeyboardInterrupt:

@@ -33,7 +33,9 @@ DEFAULT_FOLDER = Path("/dev/shm/kai-dev-cluster")
 DEFAULT_DIR = Path(os.environ.get("KAI_DEV_CLUSTER_DIR", str(DEFAULT_FOLDER)))
 PROMETHEUS_PORT = 9090
 
-DirOption = Annotated[Path, typer.Option("--dir", help="Folder of the dev cluster's state, certificates and data.")]
+DirOption = Annotated[
+    Path, typer.Option("--dir", help="Folder of the dev cluster's state, certificates and data.")
+]
 
 
 def _fail(message: str) -> None:
@@ -102,10 +104,8 @@ def up(
         if build.missing_binaries(names=build.CORE):
             _fail(f"could not build the control plane: {exc}")
         missing = build.missing_binaries(names=extras)
-        typer.echo(
-            f"warning: starting without {', '.join(missing)}, which could not be built: {str(exc).splitlines()[0]}",
-            err=True,
-        )
+        typer.echo(f"warning: starting without {', '.join(missing)}, which could not be built: "
+                   f"{str(exc).splitlines()[0]}", err=True)
         controller_manager = controller_manager and "kube-controller-manager" not in missing
         prometheus = prometheus and "prometheus" not in missing
         bins = build.binaries()
@@ -114,20 +114,16 @@ def up(
         prometheus_port = 0
     started = time.monotonic()
     cp = ControlPlane(
-        workdir=directory,
-        binaries=bins,
-        detach=True,
-        log=lambda m: typer.echo(f"  {m}"),
-        controller_manager=controller_manager,
-        prometheus=prometheus,
-        kai_defaults=True,
-        prometheus_targets=tuple(scrape) if scrape else ("127.0.0.1:8080",),
-        prometheus_listen_port=prometheus_port,
+        workdir=directory, binaries=bins, detach=True, log=lambda m: typer.echo(f"  {m}"),
+        controller_manager=controller_manager, prometheus=prometheus, kai_defaults=True,
+        prometheus_targets=tuple(scrape) if scrape else ("127.0.0.1:8080",), prometheus_listen_port=prometheus_port,
     )
     try:
         cp.start()
         if nodes > 0:
-            spec = GpuNodeSpec(gpus=gpus, gpu_product=gpu_product, gpu_memory_mib=gpu_memory, cpu=cpu, memory=memory)
+            spec = GpuNodeSpec(
+                gpus=gpus, gpu_product=gpu_product, gpu_memory_mib=gpu_memory, cpu=cpu, memory=memory
+            )
             names = create_gpu_nodes(cp.api_client(), nodes, spec, timeout=60)
             typer.echo(f"  {len(names)} fake GPU nodes Ready ({gpus} x {gpu_product} each)")
     except (ControlPlaneError, TimeoutError, OSError) as exc:
@@ -195,7 +191,8 @@ def status(directory: DirOption = DEFAULT_DIR) -> None:
         core = k8s.CoreV1Api(k8s_config.new_client_from_config(config_file=state["kubeconfig"]))
         node_list = core.list_node().items
         ready = sum(
-            1 for n in node_list if any(c.type == "Ready" and c.status == "True" for c in (n.status.conditions or []))
+            1 for n in node_list
+            if any(c.type == "Ready" and c.status == "True" for c in (n.status.conditions or []))
         )
         typer.echo(f"  nodes: {len(node_list)} ({ready} Ready)")
     except Exception as exc:

@@ -197,7 +197,9 @@ class ControlPlane:
     def start(self, timeout: float = 90.0) -> ControlPlane:
         """Start everything and wait until the API serves kai's CRDs (and KWOK is healthy)."""
         bins = self.binaries or build.binaries()
-        missing = [name for name in self.wanted_binaries() if name not in bins or not os.access(bins[name], os.X_OK)]
+        missing = [
+            name for name in self.wanted_binaries() if name not in bins or not os.access(bins[name], os.X_OK)
+        ]
         if missing:
             raise ControlPlaneError(
                 f"missing control-plane binaries: {', '.join(missing)} "
@@ -348,23 +350,20 @@ class ControlPlane:
         data_dir = self.workdir / "etcd-data"
         client_url = f"http://127.0.0.1:{self.etcd_port}"
         peer_url = f"http://127.0.0.1:{peer_port}"
-        proc = self._spawn(
-            "etcd",
-            [
-                str(binary),
-                "--name=kai",
-                f"--data-dir={data_dir}",
-                f"--listen-client-urls={client_url}",
-                f"--advertise-client-urls={client_url}",
-                f"--listen-peer-urls={peer_url}",
-                f"--initial-advertise-peer-urls={peer_url}",
-                f"--initial-cluster=kai={peer_url}",
-                "--initial-cluster-state=new",
-                "--unsafe-no-fsync",
-                "--quota-backend-bytes=4294967296",
-                "--log-level=warn",
-            ],
-        )
+        proc = self._spawn("etcd", [
+            str(binary),
+            "--name=kai",
+            f"--data-dir={data_dir}",
+            f"--listen-client-urls={client_url}",
+            f"--advertise-client-urls={client_url}",
+            f"--listen-peer-urls={peer_url}",
+            f"--initial-advertise-peer-urls={peer_url}",
+            f"--initial-cluster=kai={peer_url}",
+            "--initial-cluster-state=new",
+            "--unsafe-no-fsync",
+            "--quota-backend-bytes=4294967296",
+            "--log-level=warn",
+        ])
 
         def healthy() -> bool:
             with urllib.request.urlopen(f"{client_url}/health", timeout=2) as resp:
@@ -378,33 +377,30 @@ class ControlPlane:
         p = self.pki
         self.apiserver_port = free_port()
         self.kubeconfig = pki.write_kubeconfig(self.workdir / "kubeconfig", self.server, p)
-        proc = self._spawn(
-            "kube-apiserver",
-            [
-                str(binary),
-                f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                f"--secure-port={self.apiserver_port}",
-                f"--cert-dir={self.workdir / 'pki'}",
-                f"--tls-cert-file={p.serving_cert}",
-                f"--tls-private-key-file={p.serving_key}",
-                f"--client-ca-file={p.ca_cert}",
-                f"--service-cluster-ip-range={SERVICE_CIDR}",
-                "--authorization-mode=RBAC",
-                # No kube-controller-manager runs here: nothing would ever lift the not-ready taint
-                # that TaintNodesByCondition puts on every new node, nor create service accounts.
-                "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-                f"--service-account-key-file={p.sa_public_key}",
-                f"--service-account-signing-key-file={p.sa_private_key}",
-                "--endpoint-reconciler-type=none",
-                "--allow-privileged=true",
-                "--profiling=false",
-                f"--v={self.verbose_apiserver}",
-                *self.extra_apiserver_args,
-            ],
-        )
+        proc = self._spawn("kube-apiserver", [
+            str(binary),
+            f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={self.apiserver_port}",
+            f"--cert-dir={self.workdir / 'pki'}",
+            f"--tls-cert-file={p.serving_cert}",
+            f"--tls-private-key-file={p.serving_key}",
+            f"--client-ca-file={p.ca_cert}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--authorization-mode=RBAC",
+            # No kube-controller-manager runs here: nothing would ever lift the not-ready taint
+            # that TaintNodesByCondition puts on every new node, nor create service accounts.
+            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={p.sa_public_key}",
+            f"--service-account-signing-key-file={p.sa_private_key}",
+            "--endpoint-reconciler-type=none",
+            "--allow-privileged=true",
+            "--profiling=false",
+            f"--v={self.verbose_apiserver}",
+            *self.extra_apiserver_args,
+        ])
         ctx = self.ssl_context()
 
         def ready() -> bool:
@@ -435,10 +431,8 @@ class ControlPlane:
                 current = json.loads(
                     ext.read_custom_resource_definition(crd["metadata"]["name"], _preload_content=False).data
                 )
-                crd = {
-                    **crd,
-                    "metadata": {**crd["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]},
-                }
+                crd = {**crd, "metadata": {**crd["metadata"],
+                                           "resourceVersion": current["metadata"]["resourceVersion"]}}
                 ext.replace_custom_resource_definition(crd["metadata"]["name"], crd, _preload_content=False)
         names = []
         for crd in crds:
@@ -471,21 +465,18 @@ class ControlPlane:
         config = self.workdir / "kwok.yaml"
         config.write_text(kwok_stages.stages_yaml())
         self.kwok_port = free_port()
-        proc = self._spawn(
-            "kwok",
-            [
-                str(binary),
-                f"--kubeconfig={self.kubeconfig}",
-                f"--config={config}",
-                "--manage-all-nodes=false",
-                f"--manage-nodes-with-annotation-selector="
-                f"{kwok_stages.NODE_ANNOTATION}={kwok_stages.NODE_ANNOTATION_VALUE}",
-                "--node-lease-duration-seconds=0",
-                f"--cidr={POD_CIDR}",
-                "--node-ip=10.1.0.1",
-                f"--server-address=127.0.0.1:{self.kwok_port}",
-            ],
-        )
+        proc = self._spawn("kwok", [
+            str(binary),
+            f"--kubeconfig={self.kubeconfig}",
+            f"--config={config}",
+            "--manage-all-nodes=false",
+            f"--manage-nodes-with-annotation-selector="
+            f"{kwok_stages.NODE_ANNOTATION}={kwok_stages.NODE_ANNOTATION_VALUE}",
+            "--node-lease-duration-seconds=0",
+            f"--cidr={POD_CIDR}",
+            "--node-ip=10.1.0.1",
+            f"--server-address=127.0.0.1:{self.kwok_port}",
+        ])
 
         def healthy() -> bool:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.kwok_port}/healthz", timeout=2) as resp:
@@ -494,34 +485,32 @@ class ControlPlane:
         self._wait(proc, "kwok /healthz", healthy, deadline)
         self.log("kwok ready")
 
+
     def _start_controller_manager(self, binary: Path, deadline: float) -> None:
         assert self.workdir is not None and self.pki is not None
         p = self.pki
         self.controller_manager_port = free_port()
-        proc = self._spawn(
-            "kube-controller-manager",
-            [
-                str(binary),
-                f"--kubeconfig={self.kubeconfig}",
-                # No delegated authentication or authorization for its own endpoint: /healthz (always allowed)
-                # is all that is asked of it here.
-                "--authentication-skip-lookup=true",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={self.controller_manager_port}",
-                f"--cert-dir={self.workdir / 'controller-manager-certs'}",
-                "--leader-elect=false",
-                # KWOK refreshes node conditions about once a minute: the node lifecycle controller would
-                # mark the fake nodes unreachable and evict their pods.
-                "--controllers=*,-nodelifecycle",
-                f"--service-account-private-key-file={p.sa_private_key}",
-                f"--root-ca-file={p.ca_cert}",
-                f"--service-cluster-ip-range={SERVICE_CIDR}",
-                "--use-service-account-credentials=false",
-                "--concurrent-gc-syncs=5",
-                "--profiling=false",
-                "--v=0",
-            ],
-        )
+        proc = self._spawn("kube-controller-manager", [
+            str(binary),
+            f"--kubeconfig={self.kubeconfig}",
+            # No delegated authentication or authorization for its own endpoint: /healthz (always allowed)
+            # is all that is asked of it here.
+            "--authentication-skip-lookup=true",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={self.controller_manager_port}",
+            f"--cert-dir={self.workdir / 'controller-manager-certs'}",
+            "--leader-elect=false",
+            # KWOK refreshes node conditions about once a minute: the node lifecycle controller would
+            # mark the fake nodes unreachable and evict their pods.
+            "--controllers=*,-nodelifecycle",
+            f"--service-account-private-key-file={p.sa_private_key}",
+            f"--root-ca-file={p.ca_cert}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--use-service-account-credentials=false",
+            "--concurrent-gc-syncs=5",
+            "--profiling=false",
+            "--v=0",
+        ])
         ctx = ssl.create_default_context()
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE  # its self-signed serving certificate, on loopback
@@ -540,18 +529,10 @@ class ControlPlane:
         rules = self.workdir / "prometheus-rules.yml"
         # No kube-state-metrics here: KAI's default capacity queries (kube_node_status_capacity) are
         # answered from the capacity kai's scheduler exports.
-        rules.write_text(
-            yaml.safe_dump(
-                {
-                    "groups": [
-                        {
-                            "name": "kai-dev-cluster",
-                            "rules": [{"record": "kube_node_status_capacity", "expr": "kai_cluster_capacity"}],
-                        }
-                    ]
-                }
-            )
-        )
+        rules.write_text(yaml.safe_dump({"groups": [{
+            "name": "kai-dev-cluster",
+            "rules": [{"record": "kube_node_status_capacity", "expr": "kai_cluster_capacity"}],
+        }]}))
         config = {
             "global": {
                 "scrape_interval": self.prometheus_scrape_interval,
@@ -559,12 +540,10 @@ class ControlPlane:
                 "scrape_timeout": "1s",
             },
             "rule_files": [str(rules)],
-            "scrape_configs": [
-                {
-                    "job_name": "kai",
-                    "file_sd_configs": [{"files": [str(targets)], "refresh_interval": "5s"}],
-                }
-            ],
+            "scrape_configs": [{
+                "job_name": "kai",
+                "file_sd_configs": [{"files": [str(targets)], "refresh_interval": "5s"}],
+            }],
         }
         return yaml.safe_dump(config, sort_keys=False)
 
@@ -583,17 +562,14 @@ class ControlPlane:
         config.write_text(self._prometheus_config())
         self.set_prometheus_targets(self.prometheus_targets)
         self.prometheus_port = self.prometheus_listen_port or free_port()
-        proc = self._spawn(
-            "prometheus",
-            [
-                str(binary),
-                f"--config.file={config}",
-                f"--storage.tsdb.path={self.workdir / 'prometheus-data'}",
-                f"--web.listen-address=127.0.0.1:{self.prometheus_port}",
-                "--storage.tsdb.retention.time=15d",
-                "--log.level=warn",
-            ],
-        )
+        proc = self._spawn("prometheus", [
+            str(binary),
+            f"--config.file={config}",
+            f"--storage.tsdb.path={self.workdir / 'prometheus-data'}",
+            f"--web.listen-address=127.0.0.1:{self.prometheus_port}",
+            "--storage.tsdb.retention.time=15d",
+            "--log.level=warn",
+        ])
 
         def ready() -> bool:
             with urllib.request.urlopen(f"{self.prometheus_url}/-/ready", timeout=2) as resp:

@@ -35,8 +35,7 @@ _NODE_CONDITIONS = """\
       {{ end }}
 """
 
-_NODE_INITIALIZE = (
-    """\
+_NODE_INITIALIZE = """\
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
 metadata:
@@ -54,9 +53,7 @@ spec:
     statusTemplate: |
       {{ $now := Now }}
       {{ $lastTransitionTime := or .metadata.creationTimestamp $now }}
-"""
-    + _NODE_CONDITIONS
-    + """\
+""" + _NODE_CONDITIONS + """\
       addresses:
       {{ with .status.addresses }}
       {{ YAML . 1 }}
@@ -101,10 +98,8 @@ spec:
         systemUUID: {{ or $nodeInfo.systemUUID `""` }}
       phase: Running
 """
-)
 
-_NODE_HEARTBEAT = (
-    """\
+_NODE_HEARTBEAT = """\
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
 metadata:
@@ -128,9 +123,7 @@ spec:
     statusTemplate: |
       {{ $now := Now }}
       {{ $lastTransitionTime := or .metadata.creationTimestamp $now }}
-"""
-    + _NODE_CONDITIONS
-)
+""" + _NODE_CONDITIONS
 
 _POD_READY = """\
 apiVersion: kwok.x-k8s.io/v1alpha1

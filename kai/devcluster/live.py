@@ -54,13 +54,8 @@ class LiveCluster:
         self._node_counter += 1
         prefix = name_prefix or f"gpu-{self._node_counter}"
         spec = GpuNodeSpec(
-            gpus=gpus,
-            gpu_memory_mib=gpu_memory_mib,
-            gpu_product=gpu_product,
-            cpu=cpu,
-            memory=memory,
-            labels=dict(labels or {}),
-            taints=tuple(taints),
+            gpus=gpus, gpu_memory_mib=gpu_memory_mib, gpu_product=gpu_product, cpu=cpu, memory=memory,
+            labels=dict(labels or {}), taints=tuple(taints),
         )
         return create_gpu_nodes(self.api, count, spec, name_prefix=prefix, timeout=timeout)
 

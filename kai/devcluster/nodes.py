@@ -51,14 +51,12 @@ def gpu_node_manifest(name: str, spec: GpuNodeSpec) -> dict[str, Any]:
     }
     if spec.gpus > 0:
         resources[keys.GPU_RESOURCE] = str(spec.gpus)
-        labels.update(
-            {
-                "nvidia.com/gpu.present": "true",
-                keys.GPU_COUNT_NODE_LABEL: str(spec.gpus),
-                keys.GPU_MEMORY_NODE_LABEL: str(spec.gpu_memory_mib),
-                keys.GPU_PRODUCT_NODE_LABEL: spec.gpu_product,
-            }
-        )
+        labels.update({
+            "nvidia.com/gpu.present": "true",
+            keys.GPU_COUNT_NODE_LABEL: str(spec.gpus),
+            keys.GPU_MEMORY_NODE_LABEL: str(spec.gpu_memory_mib),
+            keys.GPU_PRODUCT_NODE_LABEL: spec.gpu_product,
+        })
     labels.update(spec.labels)
     return {
         "apiVersion": "v1",

@@ -72,30 +72,18 @@ def _cert(
     if ca:
         builder = builder.add_extension(
             x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
+                digital_signature=True, content_commitment=False, key_encipherment=False,
+                data_encipherment=False, key_agreement=False, key_cert_sign=True, crl_sign=True,
+                encipher_only=False, decipher_only=False,
             ),
             critical=True,
         )
     else:
         builder = builder.add_extension(
             x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=True,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
+                digital_signature=True, content_commitment=False, key_encipherment=True,
+                data_encipherment=False, key_agreement=False, key_cert_sign=False, crl_sign=False,
+                encipher_only=False, decipher_only=False,
             ),
             critical=True,
         )
@@ -127,25 +115,16 @@ def generate(folder: Path, service_ip: str = "10.0.0.1") -> Pki:
     ]
     serving_cert = _cert(
         x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]),
-        serving_key.public_key(),
-        ca_name,
-        ca_key,
-        sans=sans,
-        usage=[ExtendedKeyUsageOID.SERVER_AUTH],
+        serving_key.public_key(), ca_name, ca_key, sans=sans, usage=[ExtendedKeyUsageOID.SERVER_AUTH],
     )
 
     admin_key = ec.generate_private_key(ec.SECP256R1())
     admin_cert = _cert(
-        x509.Name(
-            [
-                x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:masters"),
-                x509.NameAttribute(NameOID.COMMON_NAME, "kai-admin"),
-            ]
-        ),
-        admin_key.public_key(),
-        ca_name,
-        ca_key,
-        usage=[ExtendedKeyUsageOID.CLIENT_AUTH],
+        x509.Name([
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:masters"),
+            x509.NameAttribute(NameOID.COMMON_NAME, "kai-admin"),
+        ]),
+        admin_key.public_key(), ca_name, ca_key, usage=[ExtendedKeyUsageOID.CLIENT_AUTH],
     )
 
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -168,13 +147,13 @@ def write_kubeconfig(path: Path, server: str, pki: Pki, context: str = "kai-dev"
     config = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": context, "cluster": {"server": server, "certificate-authority": str(pki.ca_cert)}}],
-        "users": [
-            {
-                "name": "kai-admin",
-                "user": {"client-certificate": str(pki.admin_cert), "client-key": str(pki.admin_key)},
-            }
+        "clusters": [
+            {"name": context, "cluster": {"server": server, "certificate-authority": str(pki.ca_cert)}}
         ],
+        "users": [{
+            "name": "kai-admin",
+            "user": {"client-certificate": str(pki.admin_cert), "client-key": str(pki.admin_key)},
+        }],
         "contexts": [{"name": context, "context": {"cluster": context, "user": "kai-admin"}}],
         "current-context": context,
         "preferences": {},

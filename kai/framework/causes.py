@@ -300,12 +300,8 @@ def _placement_causes(ssn: Session, job: PodGroupInfo, tasks: list[PodInfo], fit
                 f"The matching nodes have {gpus(float(fit.free_total[gpu_col]))} free in all, enough for the job's "
                 f"{gpus(float(fit.need_total[gpu_col]))}, but spread out: {spread}.",
                 subject,
-                (
-                    f"starts when {gpus(g)} free up on one node"
-                    if single
-                    else f"starts when {gpus(move)} more free up on the right nodes"
-                )
-                + f"; consolidation would have to move {gpus(move)}",
+                (f"starts when {gpus(g)} free up on one node" if single else f"starts when {gpus(move)} more free up "
+                 "on the right nodes") + f"; consolidation would have to move {gpus(move)}",
                 {
                     "freeGpus": round(float(fit.free_total[gpu_col]), 6),
                     "neededGpus": round(float(fit.need_total[gpu_col]), 6),
@@ -319,10 +315,8 @@ def _placement_causes(ssn: Session, job: PodGroupInfo, tasks: list[PodInfo], fit
         return out
     reasons = ", ".join(f"{n} {r}" for r, n in sorted(fit.reasons.items(), key=lambda kv: (-kv[1], kv[0])))
     what = _resource_phrase(ssn, short) if (short > EPS).any() else "room on suitable nodes"
-    gang = (
-        f"Resources were found for {fit.fit_free} of the {m} pods the job needs at once"
-        if m > 1
-        else (f"Pod {tasks[0].key} fits on no node")
+    gang = f"Resources were found for {fit.fit_free} of the {m} pods the job needs at once" if m > 1 else (
+        f"Pod {tasks[0].key} fits on no node"
     )
     out.append(
         Cause(
@@ -357,7 +351,9 @@ def _fair_share_cause(ssn: Session, job: PodGroupInfo, cache: dict[Any, Any]) ->
     if held <= EPS:
         return None  # within its share, or nothing any other queue holds that a reclaim could take
     room = max(share - allocated, 0.0)
-    remedy = f"ask for at most {gpus(room)}" if room > EPS else f"waits for queue {job.queue}'s running jobs to finish"
+    remedy = (
+        f"ask for at most {gpus(room)}" if room > EPS else f"waits for queue {job.queue}'s running jobs to finish"
+    )
     return Cause(
         "OverFairShare",
         f"Queue {job.queue} has a fair share of {gpus(share)} and uses {gpus(allocated)}; this job asks for "

@@ -123,10 +123,9 @@ class ResourceMapper:
             name = str(entry.get("name") or "")
             if not name or "/" in name:  # a subresource
                 continue
-            kinds.setdefault(
-                str(entry.get("kind")),
-                Resource(str(entry.get("kind")), api_version, name, bool(entry.get("namespaced"))),
-            )
+            kinds.setdefault(str(entry.get("kind")), Resource(
+                str(entry.get("kind")), api_version, name, bool(entry.get("namespaced"))
+            ))
         return kinds
 
     def resource(self, api_version: str, kind: str) -> Resource | None:
@@ -181,7 +180,9 @@ def podgroup_update(current: Mapping[str, Any], desired: Mapping[str, Any], opti
     if labels:
         metadata["labels"] = labels
     current_annotations = current_meta.get("annotations") or {}
-    annotations = {k: v for k, v in (desired_meta.get("annotations") or {}).items() if current_annotations.get(k) != v}
+    annotations = {
+        k: v for k, v in (desired_meta.get("annotations") or {}).items() if current_annotations.get(k) != v
+    }
     if annotations:
         metadata["annotations"] = annotations
     if not current_meta.get("ownerReferences") and desired_meta.get("ownerReferences"):
@@ -233,28 +234,20 @@ class PodGrouperController:
         self.failures = 0
 
         self.namespaces = Reflector(
-            kube,
-            NAMESPACES,
-            label_selector=self.config.namespace_selector or None,
-            on_event=self._on_namespace,
-            name="podgrouper-namespaces",
+            kube, NAMESPACES, label_selector=self.config.namespace_selector or None,
+            on_event=self._on_namespace, name="podgrouper-namespaces",
         )
         self.pods = Reflector(
-            kube,
-            PODS,
-            label_selector=self.config.pod_selector or None,
+            kube, PODS, label_selector=self.config.pod_selector or None,
             field_selector=f"spec.schedulerName={self.options.scheduler_name}",
-            on_event=self._on_pod,
-            name="podgrouper-pods",
+            on_event=self._on_pod, name="podgrouper-pods",
         )
         self.podgroups = Reflector(kube, PODGROUPS, on_event=self._on_podgroup, name="podgrouper-podgroups")
         self.priority_classes = Reflector(kube, PRIORITY_CLASSES, name="podgrouper-priorityclasses")
         self.configmap: Reflector | None = None
         if self.config.default_priorities_configmap:
             self.configmap = Reflector(
-                kube,
-                CONFIGMAPS,
-                namespace=self.config.default_priorities_namespace or "default",
+                kube, CONFIGMAPS, namespace=self.config.default_priorities_namespace or "default",
                 field_selector=f"metadata.name={self.config.default_priorities_configmap}",
                 name="podgrouper-defaults",
             )
@@ -264,13 +257,8 @@ class PodGrouperController:
         if self.config.leader_elect:
             duration, deadline, retry = self.config.lease_durations
             self.leader = LeaderElector(
-                kube,
-                self.config.lease_namespace,
-                self.config.lease_name,
-                self.config.event_instance,
-                lease_duration=duration,
-                renew_deadline=deadline,
-                retry_period=retry,
+                kube, self.config.lease_namespace, self.config.lease_name, self.config.event_instance,
+                lease_duration=duration, renew_deadline=deadline, retry_period=retry,
             )
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -497,9 +485,8 @@ class PodGrouperController:
             if not references or (child is not pod and len(references) > 1):
                 break  # (several owners: the rules report it)
             reference = references[0]
-            owner = self._read(
-                pod, str(reference.get("apiVersion")), str(reference.get("kind")), str(reference.get("name"))
-            )
+            owner = self._read(pod, str(reference.get("apiVersion")), str(reference.get("kind")),
+                               str(reference.get("name")))
             if owner is None:
                 break
             owners.append(owner)
@@ -512,9 +499,8 @@ class PodGrouperController:
         kinds = {(str(o.get("apiVersion", "")).split("/")[0], o.get("kind")) for o in owners}
         related: dict[str, Any] = {}
         if labels.get(GROVE_PODGANG_LABEL) and any(group == "grove.io" for group, _ in kinds):
-            related["pod_gang"] = self._read_optional(
-                pod, "scheduler.grove.io/v1alpha1", "PodGang", labels[GROVE_PODGANG_LABEL]
-            )
+            related["pod_gang"] = self._read_optional(pod, "scheduler.grove.io/v1alpha1", "PodGang",
+                                                      labels[GROVE_PODGANG_LABEL])
         revision = labels.get(KNATIVE_REVISION_LABEL)
         if revision and any(group == "serving.knative.dev" for group, _ in kinds):
             if not any(o.get("kind") == "Revision" and _name(o) == revision for o in owners):
@@ -533,9 +519,8 @@ class PodGrouperController:
                     or (status.get("pendingServiceStatus") or {}).get("rayClusterName")
                 )
                 if cluster and not any(o.get("kind") == "RayCluster" and _name(o) == cluster for o in owners):
-                    related["ray_cluster"] = self._read_optional(
-                        pod, str(owner.get("apiVersion")), "RayCluster", cluster
-                    )
+                    related["ray_cluster"] = self._read_optional(pod, str(owner.get("apiVersion")), "RayCluster",
+                                                                 cluster)
         return RelatedObjects(**related)
 
     def _read_optional(self, pod: Mapping[str, Any], api_version: str, kind: str, name: str) -> dict[str, Any] | None:
@@ -588,12 +573,8 @@ class PodGrouperController:
             "kind": "Event",
             "metadata": {"name": f"{meta.get('name')}.{uuid.uuid4().hex[:16]}", "namespace": meta.get("namespace")},
             "involvedObject": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "name": meta.get("name"),
-                "namespace": meta.get("namespace"),
-                "uid": uid,
-                "resourceVersion": meta.get("resourceVersion"),
+                "apiVersion": "v1", "kind": "Pod", "name": meta.get("name"), "namespace": meta.get("namespace"),
+                "uid": uid, "resourceVersion": meta.get("resourceVersion"),
             },
             "reason": keys.PODGROUPER_WARNING_REASON,
             "message": message[:1024],

@@ -47,26 +47,18 @@ def podgrouper(
     """Group pods into PodGroups by their workload (top owner), as KAI's podgrouper does."""
     from kai.cluster.kube import Kube
 
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     options = GroupingOptions(
-        scheduler_name=scheduler_name,
-        queue_label_key=queue_label_key,
-        node_pool_label_key=nodepool_label_key,
-        default_queue=default_queue,
-        gang_schedule_knative=gang_schedule_knative,
+        scheduler_name=scheduler_name, queue_label_key=queue_label_key, node_pool_label_key=nodepool_label_key,
+        default_queue=default_queue, gang_schedule_knative=gang_schedule_knative,
         search_legacy_podgroups=search_legacy_pg,
     )
     config = ControllerConfig(
-        options=options,
-        namespace_selector=namespace_selector,
-        pod_selector=pod_selector,
-        workers=workers,
+        options=options, namespace_selector=namespace_selector, pod_selector=pod_selector, workers=workers,
         default_priorities_configmap=default_priorities_configmap_name,
         default_priorities_namespace=default_priorities_configmap_namespace,
-        leader_elect=leader_elect,
-        lease_namespace=lease_namespace,
+        leader_elect=leader_elect, lease_namespace=lease_namespace,
     )
     try:
         kube = Kube.connect(str(kubeconfig) if kubeconfig else None)

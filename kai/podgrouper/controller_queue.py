@@ -110,14 +110,8 @@ class WorkQueue:
                 if self._shutdown:
                     return None
                 now = self._clock()
-                waits = [
-                    w
-                    for w in (
-                        self._waiting[0][0] - now if self._waiting else None,
-                        None if deadline is None else deadline - now,
-                    )
-                    if w is not None
-                ]
+                waits = [w for w in (self._waiting[0][0] - now if self._waiting else None,
+                                     None if deadline is None else deadline - now) if w is not None]
                 if deadline is not None and now >= deadline:
                     return None
                 self._cond.wait(max(0.001, min(waits)) if waits else None)
