@@ -57,7 +57,6 @@ from kai.model.storage import IMMEDIATE, WAIT_FOR_FIRST_CONSUMER
 from kai.snapshot import dra
 
 MB = 1_000_000.0
-DRA_KINDS = {"DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate"}
 PRESSURE_CONDITIONS = {"MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable"}
 STORAGE_KINDS = ("Namespace", "PersistentVolumeClaim", "PersistentVolume", "StorageClass")
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # the API server sets it on every namespace
@@ -76,7 +75,8 @@ ACCEPTED_KINDS = {
     ("", "PersistentVolumeClaim"),
     ("", "PersistentVolume"),
     ("storage.k8s.io", "StorageClass"),
-}
+    *((dra.GROUP, kind) for kind in dra.KINDS),
+}  # every kind the builder reads (group, kind); the shape check covers those it has a schema for
 PODGROUP_TIMESTAMP_ANNOTATIONS = (keys.LAST_START_TIMESTAMP_ANNOTATION, keys.STALE_TIMESTAMP_ANNOTATION)
 GPU_SHARING_ANNOTATIONS = (
     keys.GPU_FRACTION_ANNOTATION,
@@ -227,11 +227,6 @@ class SnapshotBuilder:
             kind = str(obj.get("kind") or "")
             group = _group(str(obj.get("apiVersion") or ""))
             if (group, kind) in ACCEPTED_KINDS:
-                if not isinstance(obj.get("metadata"), dict) or not obj["metadata"].get("name"):
-                    self._problem(kind, obj, "metadata.name", "is missing")
-                    continue
-                self.by_kind[kind].append(obj)
-            elif kind in DRA_KINDS and group == dra.GROUP:
                 if not isinstance(obj.get("metadata"), dict) or not obj["metadata"].get("name"):
                     self._problem(kind, obj, "metadata.name", "is missing")
                     continue

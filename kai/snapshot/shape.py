@@ -28,6 +28,7 @@ from typing import Any
 from kai.api import keys
 from kai.api.errors import Problem, show
 from kai.api.quantity import QuantityError, as_float
+from kai.snapshot.builder import ACCEPTED_KINDS
 
 # A node with more GPUs than this is refused: the largest servers have 8 to 16, a rack-scale node
 # a few hundred; beyond this the number is a typo or an attack (10^8 GPUs takes gigabytes of arrays).
@@ -38,18 +39,6 @@ MAX_SUBGROUP_DEPTH = 32  # levels of sub-group parents, as the admission webhook
 MAX_QUEUE_DEPTH = 100  # levels of queues under a top-level queue (KAI's clusters use two to four)
 MAX_NUMBER = 2.0**63  # queue quotas and limits: beyond int64 a number is not a quota
 
-KINDS = {
-    ("", "Node"),
-    ("", "Pod"),
-    ("scheduling.run.ai", "Queue"),
-    ("scheduling.run.ai", "PodGroup"),
-    ("scheduling.k8s.io", "PriorityClass"),
-    ("kai.scheduler", "Topology"),
-    ("resource.k8s.io", "DeviceClass"),
-    ("resource.k8s.io", "ResourceSlice"),
-    ("resource.k8s.io", "ResourceClaim"),
-    ("resource.k8s.io", "ResourceClaimTemplate"),
-}
 
 # -- the schema: a node is a check applied to a value; containers say what is inside ----------------------
 
@@ -288,6 +277,7 @@ SCHEMAS: dict[str, Map] = {
     "Topology": Map({"metadata": METADATA, "spec": Map({"levels": List(Map({"nodeLabel": Str()}))})}),
     **DRA_SCHEMAS,
 }
+KINDS = {gk for gk in ACCEPTED_KINDS if gk[1] in SCHEMAS}  # the builder's kinds that have a schema here
 
 
 def _type_name(value: Any) -> str:

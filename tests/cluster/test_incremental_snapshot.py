@@ -31,32 +31,10 @@ from kai.cluster.scheduler import Scheduler
 from kai.cluster.status import StatusUpdater
 from kai.cycle import run_cycle
 from kai.framework.config import SchedulerConfig
+from tests.cluster.ports import Ports
 from tests.scenario import NOW, node, pod, podgroup, queue
 
 KINDS = {r.kind: r for r in (NODES, PODS, QUEUES, PODGROUPS, PRIORITY_CLASSES, BIND_REQUESTS, PVCS, STORAGE_CLASSES)}
-
-
-class Ports:
-    """BindRequest writer, evictor, status updater and event recorder that only record."""
-
-    def __init__(self) -> None:
-        self.bound: list[Any] = []
-
-    def write(self, bindings: list[Any], pods: dict, snapshot: Any) -> list[Any]:
-        self.bound.extend(bindings)
-        return bindings
-
-    def delete_stale(self, stale: list[Any]) -> int:
-        return 0
-
-    def evict(self, evictions: list[Any], pods: dict, podgroups: dict, snapshot: Any) -> list[Any]:
-        return []
-
-    def update(self, decisions: Any, snapshot: Any, pods: dict, podgroups: dict, queues: dict) -> None:
-        return None
-
-    def record(self, obj: dict[str, Any], event_type: str, reason: str, message: str) -> bool:
-        return True
 
 
 # No API server to ask whether it serves resource.k8s.io: the scheduler's kinds without DRA's.

@@ -13,6 +13,7 @@ from kai.cluster.cache import CacheView
 from kai.cluster.metrics import Metrics
 from kai.cluster.scheduler import Scheduler
 from kai.framework.config import SchedulerConfig
+from tests.cluster.ports import Ports
 from tests.scenario import NOW, node, pod, queue
 
 
@@ -32,31 +33,6 @@ class Cache:
             return out
 
         return CacheView(list(self.objects), by("Pod"), by("PodGroup"), by("Queue"), by("Node"), {})
-
-
-class Ports:
-    """BindRequest writer, evictor, status updater and event recorder in one, recording calls."""
-
-    def __init__(self) -> None:
-        self.bound: list[Any] = []
-        self.events: list[tuple[str, str, str, str]] = []
-
-    def write(self, bindings: list[Any], pods: dict, snapshot: Any) -> list[Any]:
-        self.bound.extend(bindings)
-        return bindings
-
-    def delete_stale(self, stale: list[Any]) -> int:
-        return 0
-
-    def evict(self, evictions: list[Any], pods: dict, podgroups: dict, snapshot: Any) -> list[Any]:
-        return []
-
-    def update(self, decisions: Any, snapshot: Any, pods: dict, podgroups: dict, queues: dict) -> None:
-        return None
-
-    def record(self, obj: dict[str, Any], event_type: str, reason: str, message: str) -> bool:
-        self.events.append((obj["metadata"]["name"], event_type, reason, message))
-        return True
 
 
 def claiming_pod() -> dict[str, Any]:
