@@ -179,23 +179,16 @@ def _inert(decisions: Decisions) -> bool:
     return not (decisions.bindings or decisions.evictions or decisions.last_start or decisions.stale_since)
 
 
-def longest_min_runtime(config: SchedulerConfig, snapshot: ClusterSnapshot) -> float:
-    """The longest minimum runtime (seconds) any job of the snapshot may be protected for (0: none):
-    the minruntime plugin's defaults and every queue's own values, when the plugin is configured."""
-    longest = 0.0
+def time_matters(config: SchedulerConfig, snapshot: ClusterSnapshot) -> bool:
+    """Whether a configured plugin says a cycle on this snapshot at a later `now` could decide otherwise
+    because of time alone (its `time_matters`, for plugins that read the clock, e.g. minruntime)."""
     for option in config.plugins:
-        if option.name != "minruntime":
-            continue
         factory = plugin_factory(option.name)
-        if factory is None:
-            continue
-        plugin = factory(option.arguments)
-        longest = max(longest, float(plugin.default_preempt), float(plugin.default_reclaim))  # type: ignore[attr-defined]
-        for queue in snapshot.queues.values():
-            for value in (queue.preempt_min_runtime, queue.reclaim_min_runtime):
-                if value is not None:
-                    longest = max(longest, float(value))
-    return longest
+        plugin = factory(option.arguments) if factory is not None else None
+        check = getattr(plugin, "time_matters", None)
+        if check is not None and check(snapshot):
+            return True
+    return False
 
 
 class CycleRunner:
@@ -252,14 +245,11 @@ class CycleRunner:
             self._last = None
             return
         self._last = decisions
-        now = self._now = snapshot.now
+        self._now = snapshot.now
         self._usage = {queue: dict(usage) for queue, usage in snapshot.queue_usage.items()}
         # After a cycle that wrote no stale-since annotation, the jobs that carry one are the stale ones.
         self._stale_since = [pg.stale_since for pg in snapshot.podgroups.values() if pg.stale_since is not None]
-        longest = longest_min_runtime(self.config, snapshot)
-        self._protected = longest > 0 and any(
-            pg.last_start is not None and now < pg.last_start + longest for pg in snapshot.podgroups.values()
-        )
+        self._protected = time_matters(self.config, snapshot)
 
     def _reusable(self, snapshot: ClusterSnapshot) -> bool:
         if self._last is None or snapshot.queue_usage != self._usage:

@@ -7,12 +7,21 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from kai.framework.session import Session
+    from kai.model import ClusterSnapshot
 
 
 class Plugin(Protocol):
     name: str
 
     def on_session_open(self, ssn: Session) -> None: ...
+
+
+class TimeAwarePlugin(Protocol):
+    """A plugin whose answers may change as time passes with nothing else changing (it reads `now`)."""
+
+    def time_matters(self, snapshot: ClusterSnapshot) -> bool:
+        """Whether a cycle on this snapshot at a later `now` could decide otherwise because of time alone."""
+        ...
 
 
 PluginFactory = Callable[[dict[str, str]], Plugin]

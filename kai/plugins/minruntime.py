@@ -25,7 +25,7 @@ from kai.framework.causes import protected_victim
 from kai.framework.plugin import register_plugin
 from kai.framework.session import Session
 from kai.framework.status import SUCCESS, Status, unschedulable
-from kai.model import ACTIVE, PodGroupInfo
+from kai.model import ACTIVE, ClusterSnapshot, PodGroupInfo
 
 
 @dataclass
@@ -35,6 +35,19 @@ class MinRuntimePlugin:
     method: str = "lca"
     name: str = "minruntime"
     cache: dict[tuple[str, str, str], float] = field(default_factory=dict)
+
+    def time_matters(self, snapshot: ClusterSnapshot) -> bool:
+        """Whether some job may still be protected at the snapshot's `now` (with the longest minimum
+        runtime the defaults or any queue set): its protection then ends as time passes."""
+        longest = max(self.default_preempt, self.default_reclaim)
+        for queue in snapshot.queues.values():
+            for value in (queue.preempt_min_runtime, queue.reclaim_min_runtime):
+                if value is not None:
+                    longest = max(longest, float(value))
+        now = snapshot.now
+        return longest > 0 and any(
+            pg.last_start is not None and now < pg.last_start + longest for pg in snapshot.podgroups.values()
+        )
 
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
