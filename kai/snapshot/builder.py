@@ -533,17 +533,19 @@ class SnapshotBuilder:
         if raw is None:
             return 0.0 if fld == "creationTimestamp" else None
         try:
-            return self._times[raw]
-        except (KeyError, TypeError):
-            pass
-        try:
-            moment = parse_time(raw)
+            return self._time(raw)
         except ValueError:
             self._problem(kind, obj, f"metadata.{fld}", f"is not an RFC 3339 timestamp: {raw!r}")
             return None
-        if isinstance(raw, str):
-            self._times[raw] = moment
-        return moment
+
+    def _time(self, raw: Any) -> float:
+        """parse_time(raw), kept per text."""
+        if type(raw) is not str:
+            return parse_time(raw)
+        found = self._times.get(raw)
+        if found is None:
+            found = self._times[raw] = parse_time(raw)
+        return found
 
     def _ensure_default_queues(self, queues: dict[str, QueueInfo]) -> None:
         """KAI's Helm chart installs these two; a snapshot that relies on them need not list them."""
@@ -643,10 +645,11 @@ class SnapshotBuilder:
             if pod is None:
                 continue
             key = f"{pod.namespace}/{pod.name}"
-            if key in seen:
+            count = len(seen)
+            seen.add(key)
+            if len(seen) == count:
                 self._problem("Pod", obj, "metadata.name", "is defined twice")
                 continue
-            seen.add(key)
             if pod.node and pod.node not in node_names and pod.status in holding:
                 self.warnings.append(f"Pod {key}: spec.nodeName {pod.node!r} is not a node of the snapshot")
             spec = obj.get("spec")
@@ -682,7 +685,7 @@ class SnapshotBuilder:
                 )
                 continue
             sub.pods.append(pod)
-        snapshot.podgroups = dict(sorted(groups.items()))
+        snapshot.podgroups = {k: groups[k] for k in sorted(groups)}  # sorting the keys alone is the fastest
 
     def _implicit_group(
         self, obj: dict[str, Any], pod: PodInfo, key: str, queues: dict[str, QueueInfo]
@@ -750,29 +753,26 @@ class SnapshotBuilder:
         """A PodGroup. Its spec's checks and derived values are kept per distinct content (the spec of a
         job's PodGroup repeats across jobs) when they passed; the metadata is read for each object."""
         meta, spec = obj["metadata"], obj.get("spec") or {}
-        key = None
+        key = shared = None
         if type(spec) is dict:
             key = (tuple(spec.items()), tuple(map(type, spec.values())))  # 1 == 1.0 == True: types too
             try:
                 shared = self._group_specs.get(key)
             except TypeError:  # subGroups, a topology constraint (lists, maps): checked in full below
-                key = shared = None
-            if shared is not None:
-                return self._podgroup_from(obj, meta, shared)
-        before = len(self.problems)
-        group = self._podgroup_checked(obj, meta, spec, queues)
-        if key is not None and group is not None and len(self.problems) == before:
-            self._group_specs[key] = (
-                group.queue,
-                group.priority,
-                group.priority_class_name,
-                group.preemptible,
-                group.min_member,
-            )
-        return group
-
-    def _podgroup_from(self, obj: dict[str, Any], meta: dict[str, Any], shared: tuple[Any, ...]) -> PodGroupInfo | None:
-        """A PodGroup whose spec is one already checked (no sub-groups, no topology constraint)."""
+                key = None
+        if shared is None:
+            before = len(self.problems)
+            group = self._podgroup_checked(obj, meta, spec, queues)
+            if key is not None and group is not None and len(self.problems) == before:
+                self._group_specs[key] = (
+                    group.queue,
+                    group.priority,
+                    group.priority_class_name,
+                    group.preemptible,
+                    group.min_member,
+                )
+            return group
+        # A spec already checked (so without sub-groups or a topology constraint): the metadata's checks.
         raw_time = meta.get("creationTimestamp")
         if raw_time is None:
             creation: float | None = 0.0
@@ -816,7 +816,7 @@ class SnapshotBuilder:
             raw = annotations.get(key)
             if raw:
                 try:
-                    stamps[key] = self._times[raw] if type(raw) is str and raw in self._times else parse_time(raw)
+                    stamps[key] = self._time(raw)
                 except ValueError:
                     self._problem(
                         "PodGroup",
@@ -947,7 +947,25 @@ class SnapshotBuilder:
         raw_labels = meta.get("labels")
         labels, groups, task_priority, subgroup = self._pod_labels(raw_labels) if raw_labels else _NO_LABELS
         annotations = meta.get("annotations") or {}
-        requests = self._pod_requests(obj, spec)
+        requests = None
+        containers = spec.get("containers")
+        if type(containers) is list and len(containers) == 1 and type(containers[0]) is dict:
+            # the common pod (see _plain_content_key): its requests, as parsed for an earlier pod
+            res = containers[0].get("resources")
+            try:
+                if res:
+                    limits, asked = res.get("limits"), res.get("requests")
+                    requests = self._plain_requests.get(
+                        (tuple(limits.items()) if limits else (), tuple(asked.items()) if asked else ())
+                    )
+                else:
+                    requests = self._plain_requests.get(((), ()))
+            except (AttributeError, TypeError):  # not maps, or values that are not text: parsed below
+                requests = None
+            if requests is not None and (spec.get("initContainers") or spec.get("overhead") is not None):
+                requests = None
+        if requests is None:
+            requests = self._pod_requests(obj, spec)
         gpu = None
         if requests is not None and (not annotations or annotations.keys().isdisjoint(GPU_SHARING_ANNOTATIONS)):
             found = self._gpu_requests.get(id(requests))  # the GPU request of pods with these requests
@@ -989,7 +1007,6 @@ class SnapshotBuilder:
         else:
             affinity, pod_affinity = (), True
         host_ports: tuple[HostPort, ...] | None = ()
-        containers = spec.get("containers")
         if type(containers) is list:
             for container in containers:
                 if type(container) is not dict or container.get("ports"):
