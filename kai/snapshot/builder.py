@@ -62,7 +62,6 @@ STORAGE_KINDS = ("Namespace", "PersistentVolumeClaim", "PersistentVolume", "Stor
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # the API server sets it on every namespace
 DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
-_MISSING = object()
 _NO_LABELS: tuple[dict[str, str], tuple[str, ...], None, str] = ({}, (), None, DEFAULT_SUBGROUP)
 
 
@@ -238,29 +237,35 @@ class SnapshotBuilder:
     # -- intake -------------------------------------------------------------------------------
     def add(self, objects: Iterable[dict[str, Any]]) -> None:
         ignored: dict[str, int] = {}
-        by_kind = self.by_kind
-        targets: dict[tuple[str, str], list[dict[str, Any]] | None] = {}  # (kind, apiVersion) -> its list
+        targets: dict[tuple[Any, Any], list[dict[str, Any]] | None] = {}  # (kind, apiVersion) -> its list
         for obj in objects:
-            kind, version = obj.get("kind"), obj.get("apiVersion")
-            pair = (kind, version) if type(kind) is str and type(version) is str else None
-            target = targets.get(pair, _MISSING) if pair is not None else _MISSING
-            if target is _MISSING:
-                kind = str(kind or "")
-                accepted = (_group(str(version or "")), kind) in ACCEPTED_KINDS
-                target = by_kind.setdefault(kind, []) if accepted else None
-                if pair is not None:
-                    targets[pair] = target
+            pair = (obj.get("kind"), obj.get("apiVersion"))
+            try:
+                target = targets[pair]
+            except (KeyError, TypeError):
+                target = self._kind_list(pair, targets)
             if target is None:
-                label = f"{kind or '<no kind>'} ({obj.get('apiVersion', '')})"
+                label = f"{str(obj.get('kind') or '') or '<no kind>'} ({obj.get('apiVersion', '')})"
                 ignored[label] = ignored.get(label, 0) + 1
                 continue
             meta = obj.get("metadata")
             if not isinstance(meta, dict) or not meta.get("name"):
-                self._problem(kind, obj, "metadata.name", "is missing")
+                self._problem(str(obj.get("kind") or ""), obj, "metadata.name", "is missing")
                 continue
             target.append(obj)
         for label, count in sorted(ignored.items()):
             self.warnings.append(f"ignored {count} object(s) of kind {label}")
+
+    def _kind_list(
+        self, pair: tuple[Any, Any], targets: dict[tuple[Any, Any], list[dict[str, Any]] | None]
+    ) -> list[dict[str, Any]] | None:
+        """The list objects of this (kind, apiVersion) go to, None for a kind the builder does not read;
+        kept for text pairs (a text key is never equal to a number's)."""
+        kind, version = str(pair[0] or ""), str(pair[1] or "")
+        target = self.by_kind.setdefault(kind, []) if (_group(version), kind) in ACCEPTED_KINDS else None
+        if type(pair[0]) is str and type(pair[1]) is str:
+            targets[pair] = target
+        return target
 
     def _problem(self, kind: str, obj: dict[str, Any], fld: str, message: str) -> None:
         self.problems.append(Problem(_describe(kind, obj), fld, message))
