@@ -3,6 +3,12 @@
 Every problem is collected with the object and field it concerns; an object with a
 problem is left out of the snapshot, so that the live scheduler can go on with the
 rest while the offline CLI refuses the whole snapshot.
+
+What pods and PodGroups written alike share (a pod's requests, labels, tolerations and node selector,
+a PodGroup's spec) is converted once per distinct content and shared by the converted objects, which
+is why nobody may change those parts of a PodInfo. A cache keeps only conversions without problems,
+keyed so that values merely equal to one another (1, 1.0, True) never meet: by type as well, or only
+for text, which equals nothing but text.
 """
 
 from __future__ import annotations
