@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from typing import Any
 
 from kai.framework.session import Session
@@ -137,3 +137,142 @@ class JobQueue:
             for queue in self.ssn.queue_path(job.queue):
                 self.keys.pop(queue.name, None)
         return job
+
+
+class FixedJobs:
+    """Jobs that take their place in the queue order of many short-lived queues without ever being handed
+    out (an eviction simulation's other pending jobs: while one heads its queue, it is what the queue is
+    ranked by). Their job order within each leaf queue is sorted once here; a `SimulationQueue` merges it
+    with the few jobs pushed into it. Their job order must not change while this lives (no pod of theirs
+    changes status). Ties of the job order keep the order they are given in."""
+
+    def __init__(self, ssn: Session, jobs: Iterable[PodGroupInfo]) -> None:
+        queues = ssn.queues
+        leaves: dict[str, list[tuple[tuple[Any, ...], int, PodGroupInfo]]] = {}
+        for seq, job in enumerate(jobs):
+            queue = queues.get(job.queue)
+            if queue is not None and queue.is_leaf:
+                leaves.setdefault(job.queue, []).append((ssn.job_key(job), seq, job))
+        for entries in leaves.values():
+            entries.sort(key=lambda e: (e[0], e[1]))
+        self.leaves = leaves
+
+    def __bool__(self) -> bool:
+        return bool(self.leaves)
+
+
+class SimulationQueue(JobQueue):
+    """The queue and job order over a few pushed jobs and `fixed` jobs (all of them but those whose key is
+    in `leave_out`): `pop` hands out only the pushed jobs, in exactly the order a `JobQueue` over the pushed
+    jobs followed by the fixed ones would pop them (the fixed jobs popped on the way are dropped).
+
+    Cheaper than that JobQueue because nothing but this queue changes during one `pop` (the caller acts
+    on the session between pops only): every queue's place in the queue order is kept, within a pop, while
+    the job standing for it is the same; a fixed job leaves its sorted list by moving an index; and a
+    top-level queue with no pushed job left is not compared at all (what is popped from it changes neither
+    another top-level queue's key nor, as the top level keeps no "last popped" child, how they compare).
+    `defer_for_pop` is asked once per pop for a predicate that must not change while it lasts."""
+
+    def __init__(
+        self,
+        ssn: Session,
+        fixed: FixedJobs,
+        jobs: Iterable[PodGroupInfo],
+        leave_out: Container[str] = frozenset(),
+        defer_for_pop: Callable[[], Skip] | None = None,
+    ) -> None:
+        self.fixed = fixed.leaves
+        self.leave_out = leave_out
+        self.next: dict[str, int] = {}  # leaf queue -> index of its next fixed job
+        self.pending: dict[int, str] = {}  # id of a pushed job not yet handed out nor deferred -> its top queue
+        self.left: dict[str, int] = {}  # top-level queue -> its pushed jobs in `pending`
+        super().__init__(ssn, (), defer_for_pop=defer_for_pop, stable_keys=True)
+        self._top: dict[str, str | None] = {}
+        for job in jobs:
+            self.push(job)
+
+    def _top_of(self, queue: str) -> str | None:
+        """The top-level queue (one of `roots`) that `queue` lies under, None if it lies under none."""
+        if queue not in self._top:
+            roots = set(self.roots)
+            self._top[queue] = next((q.name for q in self.ssn.queue_path(queue) if q.name in roots), None)
+        return self._top[queue]
+
+    def push(self, job: PodGroupInfo) -> None:
+        queue = self.ssn.queues.get(job.queue)
+        if queue is None or not queue.is_leaf:
+            return
+        heapq.heappush(self.heaps.setdefault(job.queue, []), (self.ssn.job_key(job), next(self._seq), job))
+        top = self._top_of(job.queue)
+        if top is not None:
+            self.pending[id(job)] = top
+            self.left[top] = self.left.get(top, 0) + 1
+
+    def _settle(self, job: PodGroupInfo) -> None:
+        """A pushed job is handed out or deferred: its top-level queue has one pending job less."""
+        top = self.pending.pop(id(job), None)
+        if top is not None:
+            self.left[top] -= 1
+
+    def _rep(self, name: str, skip: Skip | None) -> PodGroupInfo | None:
+        if not self.ssn.queues[name].is_leaf:
+            return super()._rep(name, skip)
+        return self._head(name, skip)
+
+    def _head(self, name: str, skip: Skip | None) -> PodGroupInfo | None:
+        """The leaf's first job of the merged order (a pushed job first on equal keys: it came first)."""
+        heap = self.heaps.get(name)
+        fixed = self.fixed.get(name)
+        i = self.next.get(name, 0)
+        leave_out = self.leave_out
+        while True:
+            if fixed is not None:
+                while i < len(fixed) and fixed[i][2].key in leave_out:
+                    i += 1
+            entry = fixed[i] if fixed is not None and i < len(fixed) else None
+            if heap and (entry is None or heap[0][0] <= entry[0]):
+                job = heap[0][2]
+                if skip is not None and skip(job):
+                    self.deferred.append(heapq.heappop(heap)[2])
+                    self._settle(job)
+                    continue
+            elif entry is not None:
+                job = entry[2]
+                if skip is not None and skip(job):
+                    i += 1  # a fixed job deferred is never handed out
+                    continue
+            else:
+                job = None
+            self.next[name] = i
+            return job
+
+    def _take(self, name: str, job: PodGroupInfo) -> None:
+        heap = self.heaps.get(name)
+        if heap and heap[0][2] is job:
+            heapq.heappop(heap)
+        else:
+            self.next[name] = self.next.get(name, 0) + 1
+
+    def pop(self) -> PodGroupInfo | None:
+        skip = self.defer_for_pop() if self.defer_for_pop else None
+        assert self.keys is not None
+        self.keys.clear()  # the caller may have changed any queue's allocation since the last pop
+        left = self.left
+        while roots := [r for r in self.roots if left.get(r)]:
+            names: Iterable[str] = roots
+            parent: str | None = None
+            while (found := self._choose(names, skip)) is not None:
+                name, job = found
+                if parent is not None:
+                    self.last[parent] = name
+                queue = self.ssn.queues[name]
+                if queue.is_leaf:
+                    self._take(name, job)
+                    if id(job) in self.pending:
+                        self._settle(job)
+                        return job
+                    break
+                names, parent = queue.children, name
+            else:
+                break  # only deferred jobs are left
+        return self.deferred.pop(0) if self.deferred else None
