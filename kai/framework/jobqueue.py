@@ -139,39 +139,85 @@ class JobQueue:
         return job
 
 
+Entry = tuple[tuple[Any, ...], int, PodGroupInfo, str]  # job order key, position given, job, job key
+
+
 class FixedJobs:
     """Jobs that take their place in the queue order of many short-lived queues without ever being handed
     out (an eviction simulation's other pending jobs: while one heads its queue, it is what the queue is
-    ranked by). Their job order within each leaf queue is sorted once here; a `SimulationQueue` merges it
-    with the few jobs pushed into it. Their job order must not change while this lives (no pod of theirs
-    changes status). Ties of the job order keep the order they are given in."""
+    ranked by): those of `jobs` that `member` holds true for, per leaf queue in job order (ties in the order
+    given), for a `SimulationQueue` to merge with the few jobs pushed into it.
 
-    def __init__(self, ssn: Session, jobs: Iterable[PodGroupInfo]) -> None:
+    `update` says that pods may have changed status since: a leaf queue's jobs are looked at again when it
+    is next asked for, and sorted again only if one of them changed (`member` and the job order read the
+    job alone - priority, its pods' statuses - so they hold while the job's `version` does). Between two
+    updates the jobs must not change."""
+
+    def __init__(self, ssn: Session, jobs: list[PodGroupInfo], member: Callable[[PodGroupInfo], bool]) -> None:
+        self.ssn = ssn
+        self.jobs = jobs
+        self.member = member
+        unseen = object()
+        # per job of `jobs`: its version when last looked at, and then its entry if a member
+        self._known: list[tuple[object, Entry | None]] = [(unseen, None)] * len(jobs)
+        self._members: dict[str, list[int]] = {}  # leaf queue -> positions in `jobs` of its jobs
+        self._leaves: dict[str, tuple[int, list[Entry]]] = {}  # leaf queue -> (generation, its members sorted)
+        self._generation = 0
         queues = ssn.queues
-        leaves: dict[str, list[tuple[tuple[Any, ...], int, PodGroupInfo]]] = {}
         for seq, job in enumerate(jobs):
             queue = queues.get(job.queue)
             if queue is not None and queue.is_leaf:
-                leaves.setdefault(job.queue, []).append((ssn.job_key(job), seq, job))
-        for entries in leaves.values():
-            entries.sort(key=lambda e: (e[0], e[1]))
-        self.leaves = leaves
+                self._members.setdefault(job.queue, []).append(seq)
 
-    def __bool__(self) -> bool:
-        return bool(self.leaves)
+    def update(self) -> None:
+        self._generation += 1
+
+    def leaf(self, name: str) -> list[Entry]:
+        """The member jobs of leaf queue `name` in job order (do not change the list)."""
+        kept = self._leaves.get(name)
+        generation = self._generation
+        if kept is not None and kept[0] == generation:
+            return kept[1]
+        members = self._members.get(name)
+        if members is None:
+            return []
+        known, jobs = self._known, self.jobs
+        changed = kept is None
+        for seq in members:
+            job = jobs[seq]
+            version = job.version
+            if known[seq][0] != version:
+                entry = (self.ssn.job_key(job), seq, job, job.key) if self.member(job) else None
+                if entry != known[seq][1]:
+                    changed = True
+                known[seq] = (version, entry)
+        if changed:
+            entries = [e for seq in members if (e := known[seq][1]) is not None]
+            entries.sort(key=lambda e: (e[0], e[1]))
+        else:
+            assert kept is not None
+            entries = kept[1]
+        self._leaves[name] = (generation, entries)
+        return entries
 
 
 class SimulationQueue(JobQueue):
     """The queue and job order over a few pushed jobs and `fixed` jobs (all of them but those whose key is
     in `leave_out`): `pop` hands out only the pushed jobs, in exactly the order a `JobQueue` over the pushed
     jobs followed by the fixed ones would pop them (the fixed jobs popped on the way are dropped).
+    `defer_for_pop` is asked once per pop for a predicate (that must not change while it lasts) over the
+    fixed jobs only: one it holds true for does not stand for its queue.
 
-    Cheaper than that JobQueue because nothing but this queue changes during one `pop` (the caller acts
-    on the session between pops only): every queue's place in the queue order is kept, within a pop, while
-    the job standing for it is the same; a fixed job leaves its sorted list by moving an index; and a
-    top-level queue with no pushed job left is not compared at all (what is popped from it changes neither
-    another top-level queue's key nor, as the top level keeps no "last popped" child, how they compare).
-    `defer_for_pop` is asked once per pop for a predicate that must not change while it lasts."""
+    Nothing but this queue changes during one `pop`, and between two pops only the allocation of the queues
+    of the job handed out (the caller places it). So it does less than that JobQueue:
+    - a queue's place in the queue order is kept while the job standing for it is the same (across pops,
+      unless it is one of those queues); a fixed job leaves its sorted list by moving an index;
+    - a queue with no pushed job left below it ("dead") is not compared with its siblings when the job
+      standing for their parent cannot matter: at the top level (which keeps no "last popped" child), and
+      below a queue that is the only one left with pushed jobs among its siblings whose parent's job does
+      not matter either. What a dead queue pops then changes only which job stands for the parent (its
+      "last popped" child), and that job is compared with nothing that could take a pushed job's turn.
+      Where the job standing for a leaf does not matter, its pushed jobs come out in their job order."""
 
     def __init__(
         self,
@@ -181,98 +227,106 @@ class SimulationQueue(JobQueue):
         leave_out: Container[str] = frozenset(),
         defer_for_pop: Callable[[], Skip] | None = None,
     ) -> None:
-        self.fixed = fixed.leaves
+        self.fixed_jobs = fixed
+        self.fixed: dict[str, list[Entry]] = {}  # leaf queue -> its fixed jobs, as asked for
         self.leave_out = leave_out
         self.next: dict[str, int] = {}  # leaf queue -> index of its next fixed job
-        self.pending: dict[int, str] = {}  # id of a pushed job not yet handed out nor deferred -> its top queue
-        self.left: dict[str, int] = {}  # top-level queue -> its pushed jobs in `pending`
+        self.pending: dict[int, list[str]] = {}  # id of a pushed job not handed out yet -> its queue path
+        self.live: dict[str, int] = {}  # queue -> pushed jobs in `pending` below it (or in it)
+        self.handed: PodGroupInfo | None = None  # the job the last pop handed out
         super().__init__(ssn, (), defer_for_pop=defer_for_pop, stable_keys=True)
-        self._top: dict[str, str | None] = {}
+        self._roots = set(self.roots)
         for job in jobs:
             self.push(job)
-
-    def _top_of(self, queue: str) -> str | None:
-        """The top-level queue (one of `roots`) that `queue` lies under, None if it lies under none."""
-        if queue not in self._top:
-            roots = set(self.roots)
-            self._top[queue] = next((q.name for q in self.ssn.queue_path(queue) if q.name in roots), None)
-        return self._top[queue]
 
     def push(self, job: PodGroupInfo) -> None:
         queue = self.ssn.queues.get(job.queue)
         if queue is None or not queue.is_leaf:
             return
         heapq.heappush(self.heaps.setdefault(job.queue, []), (self.ssn.job_key(job), next(self._seq), job))
-        top = self._top_of(job.queue)
-        if top is not None:
-            self.pending[id(job)] = top
-            self.left[top] = self.left.get(top, 0) + 1
+        path = [q.name for q in self.ssn.queue_path(job.queue)]
+        if not self._roots.intersection(path):
+            return  # under no top-level queue the order compares: never popped
+        self.pending[id(job)] = path
+        live = self.live
+        for name in path:
+            live[name] = live.get(name, 0) + 1
 
-    def _settle(self, job: PodGroupInfo) -> None:
-        """A pushed job is handed out or deferred: its top-level queue has one pending job less."""
-        top = self.pending.pop(id(job), None)
-        if top is not None:
-            self.left[top] -= 1
+    def _head(self, name: str, skip: Skip | None) -> PodGroupInfo | None:
+        """The leaf's first job of the merged order (a pushed job first on equal keys: it came first)."""
+        heap = self.heaps.get(name)
+        fixed = self.fixed.get(name)
+        if fixed is None:
+            fixed = self.fixed[name] = self.fixed_jobs.leaf(name)
+        if not fixed:
+            return heap[0][2] if heap else None
+        i = self.next.get(name, 0)
+        leave_out = self.leave_out
+        while True:
+            while i < len(fixed) and fixed[i][3] in leave_out:
+                i += 1
+            if i == len(fixed):
+                job = heap[0][2] if heap else None
+                break
+            entry = fixed[i]
+            if heap and heap[0][0] <= entry[0]:
+                job = heap[0][2]
+                break
+            if skip is not None and skip(entry[2]):
+                i += 1  # a fixed job the predicate holds true for does not stand for its queue
+                continue
+            job = entry[2]
+            break
+        self.next[name] = i
+        return job
 
     def _rep(self, name: str, skip: Skip | None) -> PodGroupInfo | None:
         if not self.ssn.queues[name].is_leaf:
             return super()._rep(name, skip)
         return self._head(name, skip)
 
-    def _head(self, name: str, skip: Skip | None) -> PodGroupInfo | None:
-        """The leaf's first job of the merged order (a pushed job first on equal keys: it came first)."""
-        heap = self.heaps.get(name)
-        fixed = self.fixed.get(name)
-        i = self.next.get(name, 0)
-        leave_out = self.leave_out
-        while True:
-            if fixed is not None:
-                while i < len(fixed) and fixed[i][2].key in leave_out:
-                    i += 1
-            entry = fixed[i] if fixed is not None and i < len(fixed) else None
-            if heap and (entry is None or heap[0][0] <= entry[0]):
-                job = heap[0][2]
-                if skip is not None and skip(job):
-                    self.deferred.append(heapq.heappop(heap)[2])
-                    self._settle(job)
-                    continue
-            elif entry is not None:
-                job = entry[2]
-                if skip is not None and skip(job):
-                    i += 1  # a fixed job deferred is never handed out
-                    continue
-            else:
-                job = None
-            self.next[name] = i
-            return job
-
-    def _take(self, name: str, job: PodGroupInfo) -> None:
-        heap = self.heaps.get(name)
-        if heap and heap[0][2] is job:
-            heapq.heappop(heap)
-        else:
-            self.next[name] = self.next.get(name, 0) + 1
-
     def pop(self) -> PodGroupInfo | None:
         skip = self.defer_for_pop() if self.defer_for_pop else None
-        assert self.keys is not None
-        self.keys.clear()  # the caller may have changed any queue's allocation since the last pop
-        left = self.left
-        while roots := [r for r in self.roots if left.get(r)]:
-            names: Iterable[str] = roots
+        keys, handed, live, queues = self.keys, self.handed, self.live, self.ssn.queues
+        assert keys is not None
+        if handed is not None:  # the caller may have placed it: its queues' keys no longer hold
+            for name in self.pending.pop(id(handed), ()):
+                keys.pop(name, None)
+                live[name] -= 1
+            self.handed = None
+        while names := [r for r in self.roots if live.get(r)]:
+            matters = len(names) > 1  # whether the job standing for the queue chosen here matters
             parent: str | None = None
-            while (found := self._choose(names, skip)) is not None:
-                name, job = found
+            while True:
+                if len(names) == 1:
+                    name, job = names[0], None
+                else:
+                    found = self._choose(names, skip)
+                    if found is None:
+                        return None
+                    name, job = found
                 if parent is not None:
                     self.last[parent] = name
-                queue = self.ssn.queues[name]
+                queue = queues[name]
                 if queue.is_leaf:
-                    self._take(name, job)
-                    if id(job) in self.pending:
-                        self._settle(job)
+                    if not matters:  # its pushed jobs in their order, whatever else waits there
+                        self.handed = heapq.heappop(self.heaps[name])[2]
+                        return self.handed
+                    if job is None:
+                        job = self._head(name, skip)
+                    heap = self.heaps.get(name)
+                    if heap and heap[0][2] is job:
+                        heapq.heappop(heap)
+                        self.handed = job
                         return job
+                    if job is None:
+                        return None
+                    self.next[name] = self.next.get(name, 0) + 1  # a fixed job: dropped, and on
                     break
-                names, parent = queue.children, name
-            else:
-                break  # only deferred jobs are left
-        return self.deferred.pop(0) if self.deferred else None
+                if matters:
+                    names = queue.children
+                else:
+                    names = [c for c in queue.children if live.get(c)]
+                    matters = len(names) > 1
+                parent = name
+        return None

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,6 +78,8 @@ class Scenario:
 
 
 _STAND_INS = itertools.count()  # a fresh name for every stand-in: plugins cache per job name
+# Per session, the jobs with a pending pod in job order, for the simulations (see Solver._pending_others).
+_PENDING: weakref.WeakKeyDictionary[Session, FixedJobs] = weakref.WeakKeyDictionary()
 
 
 def stand_in(job: PodGroupInfo, tasks: list[PodInfo], suffix: str) -> PodGroupInfo:
@@ -440,15 +443,15 @@ class Solver:
         # Every other pending job of the session takes its place in the order too, as in KAI: it is
         # never placed here, but while it heads its queue it is what that queue is ranked by (a queue
         # whose first pending job is large ranks behind a victim's queue, which then wins the room back).
-        # (The victims' own jobs are left out: their stand-ins take their place.)
+        # (The preemptor and the victims' own jobs are left out: their stand-ins take their place.)
         others = self._pending_others()
         defer = None
-        if others and ssn.config.params.defer_oversized_jobs:
+        if ssn.config.params.defer_oversized_jobs:
             # The opt-in `deferOversizedJobs`: a job that cannot start on what is free does not stand for
             # its queue here either (as in allocate, which sets it aside).
             too_big = _too_big_for(ssn)
-            defer = lambda: lambda j: id(j) not in units and too_big(j)  # noqa: E731
-        order = SimulationQueue(ssn, others, reps, leave_out=by_job.keys(), defer_for_pop=defer)
+            defer = lambda: too_big  # noqa: E731
+        order = SimulationQueue(ssn, others, reps, leave_out={self.job.key, *by_job}, defer_for_pop=defer)
         replaced: set[str] = set()
         while (rep := order.pop()) is not None:
             key = units[id(rep)]
@@ -482,14 +485,18 @@ class Solver:
         return replaced, returned
 
     def _pending_others(self) -> FixedJobs:
-        """The session's jobs with a pending pod, the preemptor aside, in their queues' job order (taken
-        once per solve: victims' pods become releasing, never pending, while it runs, and no other job's pod
-        changes status). Read from the jobs that had pending pods when the session opened (every job with
-        one now is among them, in the same order)."""
+        """The session's jobs with a pending pod, per leaf queue in job order (brought up to date once per
+        solve: victims' pods become releasing, never pending, while it runs, and no other job's pod changes
+        status). Read from the jobs that had pending pods when the session opened (every job with one now
+        is among them, in the same order). The preemptor is among them: each simulation leaves it out."""
         if self._others is None:
-            job = self.job
-            pending = (j for j in self.ssn.jobs_with_pending() if j is not job and j.has_pending())
-            self._others = FixedJobs(self.ssn, pending)
+            others = _PENDING.get(self.ssn)
+            if others is None:
+                jobs = self.ssn.jobs_with_pending()
+                others = _PENDING[self.ssn] = FixedJobs(self.ssn, jobs, PodGroupInfo.has_pending)
+            else:
+                others.update()
+            self._others = others
         return self._others
 
     def _valid(self, chunks: list[Chunk], tasks: list[PodInfo], replaced: set[str], returned: set[str]) -> bool:
