@@ -93,9 +93,45 @@ def place(ssn: Session, stmt: Statement, handed: PodGroupInfo, rng: random.Rando
                 break
 
 
+def full_order(
+    ssn: Session, pushed: list[PodGroupInfo], leave_out: set[str], deferred: set[str], act: random.Random
+) -> list[str]:
+    """The pushed jobs as the full JobQueue over them and every other pending job pops them."""
+    ids = {id(j) for j in pushed}
+    others = [j for j in ssn.jobs_with_pending() if j.has_pending() and j.key not in leave_out]
+    skip = (lambda: lambda j: id(j) not in ids and j.key in deferred) if deferred else None
+    queue = JobQueue(ssn, [*pushed, *others], defer_for_pop=skip)
+    stmt, out = Statement(ssn), []
+    while (popped := queue.pop()) is not None:
+        if id(popped) in ids:
+            out.append(popped.key)
+            place(ssn, stmt, popped, act)
+    stmt.discard()
+    return out
+
+
+def lazy_order(
+    ssn: Session,
+    fixed: FixedJobs,
+    pushed: list[PodGroupInfo],
+    leave_out: set[str],
+    deferred: set[str],
+    act: random.Random,
+) -> list[str]:
+    """The pushed jobs as the SimulationQueue over them and the fixed jobs hands them out."""
+    skip = (lambda: lambda j: j.key in deferred) if deferred else None
+    queue = SimulationQueue(ssn, fixed, pushed, leave_out=leave_out, defer_for_pop=skip)
+    stmt, out = Statement(ssn), []
+    while (popped := queue.pop()) is not None:
+        out.append(popped.key)
+        place(ssn, stmt, popped, act)
+    stmt.discard()
+    return out
+
+
 def both_orders(seed: int, full: bool, trials: int = 6) -> list[tuple[list[str], list[str]]]:
     """Per trial (another set of pushed jobs on the same cluster): the pushed jobs in the order of the
-    full JobQueue, and in that of the SimulationQueue."""
+    full JobQueue, and in that of the SimulationQueue (the caller acting alike between pops)."""
     rng = random.Random(seed)
     ssn = session(random_cluster(rng), full)
     waiting = [j for j in ssn.jobs_with_pending() if j.has_pending()]
@@ -105,32 +141,9 @@ def both_orders(seed: int, full: bool, trials: int = 6) -> list[tuple[list[str],
         pushed = rng.sample(waiting, min(len(waiting), rng.randint(2, 6)))
         leave_out = {j.key for j in pushed} | {j.key for j in waiting if rng.random() < 0.2}
         deferred = {j.key for j in waiting if rng.random() < 0.3} if rng.random() < 0.5 else set()
-        ids = {id(j) for j in pushed}
-
-        def full_order() -> list[str]:
-            others = [j for j in ssn.jobs_with_pending() if j.has_pending() and j.key not in leave_out]
-            skip = (lambda: lambda j: id(j) not in ids and j.key in deferred) if deferred else None
-            queue = JobQueue(ssn, [*pushed, *others], defer_for_pop=skip)
-            stmt, act, out = Statement(ssn), random.Random(trial), []
-            while (popped := queue.pop()) is not None:
-                if id(popped) in ids:
-                    out.append(popped.key)
-                    place(ssn, stmt, popped, act)
-            stmt.discard()
-            return out
-
-        def lazy_order() -> list[str]:
-            skip = (lambda: lambda j: j.key in deferred) if deferred else None
-            queue = SimulationQueue(ssn, fixed, pushed, leave_out=leave_out, defer_for_pop=skip)
-            stmt, act, out = Statement(ssn), random.Random(trial), []
-            while (popped := queue.pop()) is not None:
-                out.append(popped.key)
-                place(ssn, stmt, popped, act)
-            stmt.discard()
-            return out
-
         fixed.update()  # the previous trial changed pods (and put them back)
-        results.append((full_order(), lazy_order()))
+        expected = full_order(ssn, pushed, leave_out, deferred, random.Random(trial))
+        results.append((expected, lazy_order(ssn, fixed, pushed, leave_out, deferred, random.Random(trial))))
     return results
 
 
