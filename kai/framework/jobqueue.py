@@ -7,6 +7,9 @@ queue's first job; for a parent queue, as in KAI, whatever stands for the child 
 from, while that child still has jobs - its children are ordered again only at the next pop from it.
 So after a department's team ran a job, the department is ranked by that team's next job, even if
 another of its teams would now rank first inside it.
+
+An eviction simulation orders a few stand-in jobs among every other pending job of the session, which
+only rank their queues (`SimulationQueue` over `FixedJobs`: the same order, at the cost of the few).
 """
 
 from __future__ import annotations
@@ -212,12 +215,12 @@ class SimulationQueue(JobQueue):
     of the job handed out (the caller places it). So it does less than that JobQueue:
     - a queue's place in the queue order is kept while the job standing for it is the same (across pops,
       unless it is one of those queues); a fixed job leaves its sorted list by moving an index;
-    - a queue with no pushed job left below it ("dead") is not compared with its siblings when the job
-      standing for their parent cannot matter: at the top level (which keeps no "last popped" child), and
-      below a queue that is the only one left with pushed jobs among its siblings whose parent's job does
-      not matter either. What a dead queue pops then changes only which job stands for the parent (its
-      "last popped" child), and that job is compared with nothing that could take a pushed job's turn.
-      Where the job standing for a leaf does not matter, its pushed jobs come out in their job order."""
+    - a queue with a pushed job left below it is "live". The job standing for a queue matters only if the
+      queue is compared with a live sibling, or if it stands for its parent and the parent's job matters
+      (at the top level, which keeps no "last popped" child, nothing stands for a parent). Where the
+      parent's job does not matter, its dead children are not compared at all: what one pops changes
+      nothing but the parent's "last popped" child, and a dead queue never comes back to life. A leaf whose
+      job does not matter hands out its pushed jobs in their job order, whatever else waits there."""
 
     def __init__(
         self,
