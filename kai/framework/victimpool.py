@@ -318,6 +318,34 @@ class VictimPicker:
         self.queue_keys: dict[str, tuple[Any, ...]] = {}  # per queue, while its `cand` and sums hold
         self.stale = True  # everything must be chosen again before the next pop
         self.changed: str | None = None  # or only the path of this leaf
+        self.recorded_jobs: set[int] = set()  # ids of jobs with recorded victims, their place not yet reached
+
+    def restart(self, recorded: Iterable[Chunk]) -> VictimPicker:
+        """A fresh walk of the pool for the same preemptor, from the first victim again (KAI builds the
+        victim queue anew for every partial job): a new cursor per leaf, nothing picked yet. The pods of
+        `recorded` (the victims kept from the tasks solved so far) are never handed out again: when the
+        walk reaches a job that holds some, the job comes back ranked as it is without them, for its
+        other pods (as KAI pushes back such a job with its pods that are not recorded)."""
+        fresh = VictimPicker.__new__(VictimPicker)
+        fresh.pool, fresh.ssn, fresh.action, fresh.preemptor = self.pool, self.ssn, self.action, self.preemptor
+        fresh.jobs, fresh.max_jobs, fresh.seq = self.jobs, self.max_jobs, itertools.count()
+        fresh.allowed = self.allowed  # the same preemptor: the same answers
+        pool = self.pool
+        fresh.pos = {leaf: len(pool.jobs[leaf]) for leaf in self.pos}
+        fresh.back = {leaf: [] for leaf in self.pos}
+        fresh.lists = {leaf: (pool.jobs[leaf], pool.keys[leaf], fresh.back[leaf]) for leaf in self.pos}
+        fresh.children, fresh.paths, fresh.ups = self.children, self.paths, self.ups  # never changed
+        fresh.handed, fresh.orders, fresh.key_fn = set(), self.orders, self.key_fn
+        fresh.picked, fresh.leaf_picked = {}, dict.fromkeys(self.pos, 0)
+        fresh.removed = {q: [[] for _ in self.orders] for q in self.removed}
+        fresh.cand, fresh.queue_keys = {}, {}
+        fresh.stale, fresh.changed = True, None
+        fresh.claimed, fresh.claimed_jobs, fresh.recorded_jobs = set(), set(), set()
+        for chunk in recorded:
+            fresh.claimed.update(id(t) for t in chunk.tasks)
+            fresh.claimed_jobs.add(id(chunk.job))
+            fresh.recorded_jobs.add(id(chunk.job))
+        return fresh
 
     def _rebuild(self) -> None:
         """Every queue's next victim, leaves first (children before their parents)."""
@@ -431,6 +459,14 @@ class VictimPicker:
                 elif allowed:
                     allowed = ssn.victim_allowed(self.action, self.preemptor, job)
                 allowed_of[id(job)] = allowed
+            if allowed and not from_back and id(job) in self.recorded_jobs:
+                # A job with recorded victims, reached at its place in victim order: it comes back ranked
+                # as it is without them, for what else it can give up.
+                self.recorded_jobs.discard(id(job))
+                self.pos[leaf] = pos - 1
+                if tasks_to_evict(self.ssn, job, self.claimed)[0]:
+                    heapq.heappush(back, (Descending(pool.sort_key(job, self.claimed)), next(self.seq), job))
+                continue
             if allowed:
                 if id(job) in claimed_jobs:
                     tasks, extra = tasks_to_evict(self.ssn, job, self.claimed)
