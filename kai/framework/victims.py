@@ -596,7 +596,8 @@ class Solver:
             if solved:
                 self.stmt.rollback(self.solved_cp)
                 self._evict(recorded)
-                step = self._trial(recorded, [], k)  # the victims found so far may be enough
+                if recorded:  # the victims found so far may be enough (a scenario needs a victim)
+                    step = self._trial(recorded, [], k)
                 if not step:
                     # As KAI, a fresh victim queue for every partial job: the walk starts again from the
                     # first victim, the recorded ones left out (their jobs come back for their other pods),
