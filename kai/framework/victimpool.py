@@ -309,9 +309,6 @@ class VictimPicker:
         self.orders = pool.orders
         self.key_fn = self.orders[0].key if len(self.orders) == 1 else None
         queues = [q for path in self.paths.values() for q in path]
-        # The pods handed out and still counted in their queues' sums: by pod id, (order picked, leaf, pod).
-        self.picked: dict[int, tuple[int, str, PodInfo]] = {}
-        self.leaf_picked: dict[str, int] = dict.fromkeys(live, 0)  # per leaf: how many of those
         # Per queue subtree and order hook: the running sum of the picked pods' vectors.
         self.removed: dict[str, list[list[float]]] = {q: [[] for _ in self.orders] for q in queues}
         self.cand: dict[str, _Found | None] = {}  # per queue ("" the root): what its subtree gives next
@@ -336,7 +333,6 @@ class VictimPicker:
         fresh.lists = {leaf: (pool.jobs[leaf], pool.keys[leaf], fresh.back[leaf]) for leaf in self.pos}
         fresh.children, fresh.paths, fresh.ups = self.children, self.paths, self.ups  # never changed
         fresh.handed, fresh.orders, fresh.key_fn = set(), self.orders, self.key_fn
-        fresh.picked, fresh.leaf_picked = {}, dict.fromkeys(self.pos, 0)
         fresh.removed = {q: [[] for _ in self.orders] for q in self.removed}
         fresh.cand, fresh.queue_keys = {}, {}
         fresh.stale, fresh.changed = True, None
@@ -403,36 +399,6 @@ class VictimPicker:
                 key = self.ssn.victim_queue_key(queue, self.removed[name], found[6])
             self.queue_keys[name] = key
         return key
-
-    def state_changed(self, evicted: Iterable[PodInfo]) -> None:
-        """Evictions became part of the statement: keys are stale; picked pods now evicted are already
-        out of their queue's allocation. `evicted`: the pods the statement evicts now (every picked pod
-        that is not active any more is among them)."""
-        picked = self.picked
-        found = {id(t): entry for t in evicted if (entry := picked.get(id(t))) is not None and t.status not in ACTIVE}
-        if not found:
-            self.stale = True
-            return
-        left = sorted(found.values(), key=lambda entry: entry[0])  # the order they were picked
-        # Per queue, its subtree's picked pods that left, in the order they were picked.
-        gone: dict[str, list[PodInfo]] = {}
-        paths, leaf_picked = self.paths, self.leaf_picked
-        for _, leaf, pod in left:
-            del picked[id(pod)]
-            leaf_picked[leaf] -= 1
-            for name in paths[leaf]:
-                gone.setdefault(name, []).append(pod)
-        # Queues with a picked pod still counted in their subtree.
-        alive = {name for leaf, count in leaf_picked.items() if count for name in paths[leaf]}
-        for name, pods in gone.items():
-            if name not in alive:
-                self.removed[name] = [[] for _ in self.orders]
-                continue
-            for sums, order in zip(self.removed[name], self.orders, strict=True):
-                for pod in pods:
-                    for j, x in enumerate(order.vector(pod)):
-                        sums[j] -= x
-        self.stale = True
 
     def _top(self, leaf: str) -> _Found | None:
         """What the leaf queue's first job in victim order would give up next; jobs that may not be
@@ -548,11 +514,9 @@ class VictimPicker:
             # them drops the cache entry before the next picker is made).
             chunk = self.pool.chunks[job_id][6]  # _top looked it up
             claimed_jobs.add(job_id)
-        claimed, picked = self.claimed, self.picked
+        claimed = self.claimed
         for t in tasks:
             claimed.add(id(t))
-            picked[id(t)] = (len(claimed), leaf, t)
-        self.leaf_picked[leaf] += len(tasks)
         removed, queue_keys = self.removed, self.queue_keys
         path = self.paths[leaf]
         single = len(per) == 1 and len(per[0]) == 1 and len(per[0][0]) == 3  # one hook, one pod, 3 numbers

@@ -3,8 +3,11 @@
 For one pending job it looks for a small set of running pods whose eviction lets the job's gang
 start. Everything is simulated inside one Statement: victims are evicted, the job is placed (on the
 resources they release, i.e. pipelined), victims are placed again elsewhere when they can be, and
-the action's validators (session hooks) judge the result. The job grows one task at a time; victims
-found for the first k tasks are kept while looking for task k+1 ("recorded victims").
+the action's validators (session hooks) judge the result. The job grows one task at a time (KAI's
+"partial jobs"); victims found for the first k tasks are kept while looking for task k+1 ("recorded
+victims": every chunk with a pod not back where it was), and for every k the victim queue is walked
+from its first victim again, the recorded ones left out. The first k that finds no solution ends the
+search.
 
 Victims come from a `VictimPicker` (kai/framework/victimpool.py) in victim order (least deserving
 queue first, then lowest priority / newest job first; elastic extras before any gang is broken).
