@@ -3,8 +3,11 @@
 For one pending job it looks for a small set of running pods whose eviction lets the job's gang
 start. Everything is simulated inside one Statement: victims are evicted, the job is placed (on the
 resources they release, i.e. pipelined), victims are placed again elsewhere when they can be, and
-the action's validators (session hooks) judge the result. The job grows one task at a time; victims
-found for the first k tasks are kept while looking for task k+1 ("recorded victims").
+the action's validators (session hooks) judge the result. The job grows one task at a time (KAI's
+"partial jobs"); victims found for the first k tasks are kept while looking for task k+1 ("recorded
+victims": every chunk with a pod not back where it was), and for every k the victim queue is walked
+from its first victim again, the recorded ones left out. The first k that finds no solution ends the
+search.
 
 Victims come from a `VictimPicker` (kai/framework/victimpool.py) in victim order (least deserving
 queue first, then lowest priority / newest job first; elastic extras before any gang is broken).
@@ -592,9 +595,6 @@ class Solver:
         keep_share = ssn.config.params.reclaim_keeps_victim_share
         n = len(tasks)
         recorded: list[Chunk] = []
-        replay: list[Chunk] = []  # chunks placed back whole for the tasks solved so far: offered again first
-        potential = _Potential(mask)
-        pot_chunks, pot_freed = potential.chunks, potential.freed
         self.returned: set[str] = set()
         self.replaced: set[str] = set()
         self.solved_chunks: list[Chunk] = []
@@ -605,14 +605,24 @@ class Solver:
             if solved:
                 self.stmt.rollback(self.solved_cp)
                 self._evict(recorded)
-                step = self._trial(recorded, [], k)  # the victims found so far may be enough
+                if recorded:  # the victims found so far may be enough (a scenario needs a victim)
+                    step = self._trial(recorded, [], k)
+                if not step:
+                    # As KAI, a fresh victim queue for every partial job: the walk starts again from the
+                    # first victim, the recorded ones left out (their jobs come back for their other pods),
+                    # and the chunks popped for earlier tasks are candidates again.
+                    self.picker = self.picker.restart(recorded)
+            # Popped chunks not yet recorded, per node (rebuilt from this walk's pops only).
+            potential = _Potential(mask)
+            pot_chunks, pot_freed = potential.chunks, potential.freed
             # Equal whole-GPU requests (the common gang): a pop's GPU check reads the row's running sum.
             g = self.needs[0]
             fast = g > EPS and k <= self.equal_upto
             next_chunk, spread = self.picker.next_chunk, potential.spread
             while step == 0:
-                chunk = replay.pop(0) if replay else next_chunk()
+                chunk = next_chunk()
                 if chunk is None:
+                    # KAI stops at the first partial job it cannot solve (the job is not solved).
                     self._flush_filtered()
                     self.stmt.discard()
                     return Outcome(False, self.reason, self.budget)
@@ -665,30 +675,22 @@ class Solver:
                             potential.keep(rows, lambda c, chunk=chunk: c is not chunk)  # type: ignore[misc]
                             break
                     if step:
-                        self.picker.state_changed(t for c in (*recorded, *group) for t in c.tasks)
-                        self._base = None
-                        recorded += group
-                        taken = {id(c) for c in group}
-                        potential.keep({r for c in group for r in c.rows}, lambda c, taken=taken: id(c) not in taken)  # type: ignore[misc]
                         break
+            self._base = None
             solved = step
-            recorded, replay = self._still_victims(self.solved_chunks)
+            recorded = self._still_victims(self.solved_chunks)
         self._flush_filtered()
         self._finish(self.solved_chunks)
         return Outcome(True)
 
-    def _still_victims(self, chunks: list[Chunk]) -> tuple[list[Chunk], list[Chunk]]:
-        """The victims the next task's scenarios start from, as KAI records them: with consolidating
-        reclaim, only the chunks with a pod that ends the scenario evicted (without it, every one). A
-        chunk placed back whole is no victim; it is offered again first, before the picker's next
-        (KAI builds the victim queue anew for every task, and such a chunk led it)."""
-        if not self.ssn.config.params.allow_consolidating_reclaim:
-            return list(chunks), []
-        kept: list[Chunk] = []
-        again: list[Chunk] = []
-        for chunk in chunks:
-            (kept if any(t.key not in self.replaced for t in chunk.tasks) else again).append(chunk)
-        return kept, again
+    def _still_victims(self, chunks: list[Chunk]) -> list[Chunk]:
+        """The victims the next task's scenarios start from, as KAI records them: every chunk with a pod
+        that does not end the scenario back where it was (evicted for good, or placed again on another
+        node), whatever `allowConsolidatingReclaim` says (it only changes what the reclaim validator
+        counts). A chunk placed back whole was never evicted: the next task's fresh walk offers it again
+        in its turn."""
+        returned = self.returned
+        return [chunk for chunk in chunks if any(t.key not in returned for t in chunk.tasks)]
 
     def _finish(self, recorded: list[Chunk]) -> None:
         ssn, job, stmt = self.ssn, self.job, self.stmt
