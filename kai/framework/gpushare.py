@@ -75,7 +75,9 @@ class SharedGpus:
         releasing: np.ndarray,
         gpu_col: int,
         node_state: Any = None,
+        node_arrays: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> None:
+        """`node_arrays`: what `node_arrays()` of an earlier SharedGpus on the same nodes returned."""
         self.index = node_index
         self.node_state = node_state  # the session's NodeState: told when a GPU starts being released
         self.idle = idle  # the session's node arrays (shared, updated in place)
@@ -86,8 +88,15 @@ class SharedGpus:
         width = max(1, int(idle[:, gpu_col].max(initial=0)))
         self.free_now = np.full((len(snapshot.nodes), width), -np.inf)
         self.free_later = np.full((len(snapshot.nodes), width), -np.inf)
-        self.node_memory = np.array([_node_gpu_memory(n.gpu_memory_mib) for n in snapshot.nodes], dtype=float)
-        self.mig = np.array([is_mig_node(n) for n in snapshot.nodes], dtype=bool)
+        if node_arrays is not None:
+            self.node_memory, self.mig = node_arrays
+        else:
+            self.node_memory = np.array([_node_gpu_memory(n.gpu_memory_mib) for n in snapshot.nodes], dtype=float)
+            self.mig = np.array([is_mig_node(n) for n in snapshot.nodes], dtype=bool)
+
+    def node_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """The per-node facts read from the nodes (GPU memory per device, MIG), which never change."""
+        return self.node_memory, self.mig
 
     # -- loading pods that already hold GPUs ---------------------------------------------------------
     def hold(self, pod: PodInfo) -> None:

@@ -36,6 +36,8 @@ means no candidate in step 3 either (fewer nodes, less room), so the trial is sk
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import reduce
+from operator import attrgetter, iadd
 
 import numpy as np
 
@@ -129,7 +131,7 @@ class TopologyPlugin:
         self.stacked: dict[tuple[str | int, ...], np.ndarray] = {}
         self.answers: dict[tuple[object, ...], list[tuple[np.ndarray, np.ndarray | None, str]] | dict[int, _Room]] = {}
         self.answer_bytes = 0  # roughly (all are dropped when the next would pass ANSWER_BYTES_KEPT)
-        if any(_constrained(job) for job in ssn.jobs.values()):
+        if _any_constrained(ssn.table.jobs):
             ssn.hooks.subset_nodes.append(self.subset_nodes)
             ssn.hooks.placement_possible.append(self.placement_possible)
 
@@ -389,6 +391,19 @@ def _answer_bytes(found: list[tuple[np.ndarray, np.ndarray | None, str]] | dict[
     if isinstance(found, dict):
         return sum(r.nodes.nbytes + r.pods.nbytes + r.fits.nbytes + r.ratio.nbytes for r in found.values())
     return sum(mask.nbytes + (0 if scores is None else scores.nbytes) for mask, scores, _ in found)
+
+
+def _any_constrained(jobs: list[PodGroupInfo]) -> bool:
+    """Whether some job (or sub-group) names a topology: a look at every constraint first (in C), and the
+    precise check only when there is one."""
+    subgroups = reduce(iadd, map(list, map(dict.values, map(_SUBGROUPS, jobs))), [])
+    if not any(map(_TOPOLOGY, jobs)) and not any(map(_TOPOLOGY, subgroups)):
+        return False
+    return any(_constrained(job) for job in jobs)
+
+
+_SUBGROUPS = attrgetter("subgroups")
+_TOPOLOGY = attrgetter("topology")
 
 
 def _constrained(job: PodGroupInfo) -> bool:
