@@ -53,17 +53,17 @@ class NodeState:
     `idle_cols[c]` / `releasing_cols[c]` are those column views (valid while the arrays are updated in
     place, which is the only way the session changes them).
 
-    `previous`: the NodeState of an earlier session on the same node objects and resource columns,
-    whose fixed arrays (allocatable, usable) are copied instead of read from the nodes again."""
+    `facts`: what `facts()` of an earlier session's NodeState on the same node objects and resource
+    columns returned: the fixed arrays are copied from it instead of read from the nodes again."""
 
-    def __init__(self, nodes: list[NodeInfo], space: ResourceSpace, previous: NodeState | None = None) -> None:
+    def __init__(self, nodes: list[NodeInfo], space: ResourceSpace, facts: NodeFacts | None = None) -> None:
         self.infos = nodes
         self.space = space
         count, width = len(nodes), len(space.names)
-        if previous is not None:
-            self.names, self.index = previous.names, previous.index
-            self.allocatable = previous.allocatable.copy(order="F")
-            self.usable = previous.usable.copy()
+        if facts is not None:
+            self.names, self.index = facts.names, facts.index
+            self.allocatable = facts.allocatable.copy(order="F")
+            self.usable = facts.usable.copy()
         else:
             self.names = [n.name for n in nodes]
             self.index = {name: i for i, name in enumerate(self.names)}
@@ -89,6 +89,21 @@ class NodeState:
     def __len__(self) -> int:
         return len(self.names)
 
+    def facts(self) -> NodeFacts:
+        """The fixed arrays as read (copies: nothing the session does to its arrays reaches them)."""
+        return NodeFacts(self.space, self.names, self.index, self.allocatable.copy(order="F"), self.usable.copy())
+
+
+@dataclass(slots=True, frozen=True)
+class NodeFacts:
+    """What a NodeState read from its nodes that never changes (see NodeState.facts)."""
+
+    space: ResourceSpace
+    names: list[str]
+    index: dict[str, int]
+    allocatable: np.ndarray
+    usable: np.ndarray
+
 
 @dataclass(slots=True)
 class Opened:
@@ -97,7 +112,7 @@ class Opened:
     per-node facts of shared GPUs. Read-only once the session is open."""
 
     table: PodTable
-    nodes: NodeState
+    nodes: NodeFacts
     node_names: frozenset[str]  # resource names the nodes' allocatable name
     gpu_nodes: tuple[np.ndarray, np.ndarray]  # SharedGpus' per-node GPU memory and MIG flags
     min_gpu_memory_mib: int
@@ -294,8 +309,8 @@ class Session:
         for number in np.unique(columns.req).tolist():
             extra.update(requests[number].names())
         self.space = ResourceSpace.build(extra)
-        same_space = previous is not None and previous.nodes.space == self.space
-        self.nodes = NodeState(nodes, self.space, previous.nodes if same_space else None)
+        facts = previous.nodes if previous is not None and previous.nodes.space == self.space else None
+        self.nodes = NodeState(nodes, self.space, facts)
         self.hooks = Hooks()
         self.accounting: QueueAccounting | None = None
         self.decisions = Decisions()
@@ -317,7 +332,9 @@ class Session:
             self.nodes,
             previous.gpu_nodes if previous is not None else None,
         )
-        self.opened = Opened(table, self.nodes, node_names, self.gpus.node_arrays(), self.min_gpu_memory_mib)
+        self.opened = Opened(
+            table, self.nodes.facts(), node_names, self.gpus.node_arrays(), self.min_gpu_memory_mib
+        )
         # Another scheduler's pods are load too, shared GPUs included; then the session's own pods.
         foreign = read_pods(list(snapshot.foreign_pods), index, table.requests, table.gpus)
         self._hold_all(foreign, columns)
