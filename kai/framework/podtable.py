@@ -16,7 +16,7 @@ session puts back every pod it changed), so everything computed from the table i
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from functools import reduce
 from itertools import repeat
@@ -28,6 +28,7 @@ import numpy as np
 from kai.model import NodeInfo, PodGroupInfo, PodInfo, PodStatus
 
 STATUSES: tuple[PodStatus, ...] = tuple(PodStatus)
+JobFlags = Callable[[list[PodGroupInfo]], np.ndarray]  # a bool per job of the list
 CODE: dict[PodStatus, int] = {s: i for i, s in enumerate(STATUSES)}
 
 _LEAVES = attrgetter("leaves")
@@ -116,6 +117,8 @@ class PodTable:
         self.gpus = Interned()
         self.reused = 0  # jobs whose rows were copied from an earlier table
         self._job_of: np.ndarray | None = None
+        self._pod_flags: dict[str, np.ndarray] = {}
+        self._job_flags: dict[str, tuple[JobFlags, np.ndarray]] = {}
 
     @property
     def pods(self) -> list[PodInfo]:
@@ -127,6 +130,23 @@ class PodTable:
         if self._job_of is None:
             self._job_of = np.repeat(np.arange(len(self.jobs), dtype=np.intp), np.diff(self.starts))
         return self._job_of
+
+    def pod_flag(self, attribute: str) -> np.ndarray:
+        """Per pod, whether its `attribute` is truthy (e.g. `host_ports`): read once per table, and for a
+        table made from an earlier one, only for the pods it read."""
+        flag = self._pod_flags.get(attribute)
+        if flag is None:
+            flag = self._pod_flags[attribute] = _truthy(self.pods, attribute)
+        return flag
+
+    def job_flag(self, name: str, compute: JobFlags) -> np.ndarray:
+        """Per job, `compute(jobs)` (a bool per job of a list, from the jobs' own fields alone, e.g. whether
+        a job names a topology), kept under `name`: computed once per table, and for a table made from an
+        earlier one that had it, only for the jobs it read."""
+        found = self._job_flags.get(name)
+        if found is None:
+            found = self._job_flags[name] = (compute, compute(self.jobs))
+        return found[1]
 
     # -- building -----------------------------------------------------------------------------------
     @classmethod
@@ -214,6 +234,14 @@ class PodTable:
             everyone[gather].tolist(),
             *(np.concatenate((getattr(old, f), getattr(new, f)))[gather] for f in ("status", "row", "req", "gpu")),
         )
+        for attribute, flag in previous._pod_flags.items():
+            self._pod_flags[attribute] = np.concatenate((flag, _truthy(new.pods, attribute)))[gather]
+        fresh_jobs = [jobs[i] for i in fresh.tolist()]
+        for name, (compute, values) in previous._job_flags.items():
+            out = np.empty(count, dtype=bool)
+            out[kept] = values[at[kept]]
+            out[fresh] = compute(fresh_jobs)
+            self._job_flags[name] = (compute, out)
         queues = np.empty(count, dtype=object)
         queues[kept] = np.array(previous.queue, dtype=object)[at[kept]]
         queues[fresh] = new_queue
@@ -222,6 +250,10 @@ class PodTable:
         flags[kept] = previous.preemptible[at[kept]]
         flags[fresh] = new_preemptible
         self.preemptible = flags
+
+
+def _truthy(pods: list[PodInfo], attribute: str) -> np.ndarray:
+    return np.fromiter(map(bool, map(attrgetter(attribute), pods)), dtype=bool, count=len(pods))
 
 
 def _joined(lists: list[list[Any]]) -> list[Any]:

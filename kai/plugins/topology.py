@@ -131,7 +131,7 @@ class TopologyPlugin:
         self.stacked: dict[tuple[str | int, ...], np.ndarray] = {}
         self.answers: dict[tuple[object, ...], list[tuple[np.ndarray, np.ndarray | None, str]] | dict[int, _Room]] = {}
         self.answer_bytes = 0  # roughly (all are dropped when the next would pass ANSWER_BYTES_KEPT)
-        if _any_constrained(ssn.table.jobs):
+        if ssn.table.job_flag("topology", _constrained_jobs).any():
             ssn.hooks.subset_nodes.append(self.subset_nodes)
             ssn.hooks.placement_possible.append(self.placement_possible)
 
@@ -393,13 +393,13 @@ def _answer_bytes(found: list[tuple[np.ndarray, np.ndarray | None, str]] | dict[
     return sum(mask.nbytes + (0 if scores is None else scores.nbytes) for mask, scores, _ in found)
 
 
-def _any_constrained(jobs: list[PodGroupInfo]) -> bool:
-    """Whether some job (or sub-group) names a topology: a look at every constraint first (in C), and the
-    precise check only when there is one."""
+def _constrained_jobs(jobs: list[PodGroupInfo]) -> np.ndarray:
+    """Per job, whether it (or a sub-group) names a topology: a look at every constraint first (in C), and
+    the precise check only when there is one."""
     subgroups = reduce(iadd, map(list, map(dict.values, map(_SUBGROUPS, jobs))), [])
     if not any(map(_TOPOLOGY, jobs)) and not any(map(_TOPOLOGY, subgroups)):
-        return False
-    return any(_constrained(job) for job in jobs)
+        return np.zeros(len(jobs), dtype=bool)
+    return np.fromiter(map(_constrained, jobs), dtype=bool, count=len(jobs))
 
 
 _SUBGROUPS = attrgetter("subgroups")

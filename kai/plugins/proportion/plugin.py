@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import repeat
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -201,8 +202,9 @@ class ProportionPlugin:
             counts = lengths[numbers]
             firsts = np.cumsum(counts) - counts
             queues = flat[np.repeat(starts[numbers] - firsts, counts) + np.arange(int(counts.sum()), dtype=np.intp)]
-            sums = np.zeros((len(names), 3))
-            np.add.at(sums, queues, table_rows[np.repeat(slot[mask], counts)])
+            values = table_rows[np.repeat(slot[mask], counts)]
+            # bincount adds in pod order, as np.add.at (one at a time) does: the same sums to the bit.
+            sums = np.stack([np.bincount(queues, weights=values[:, c], minlength=len(names)) for c in range(3)], axis=1)
             for i in np.unique(queues).tolist():
                 setattr(self.attrs[names[i]], field_name, sums[i].copy())
 
@@ -222,7 +224,8 @@ class ProportionPlugin:
         to_queue[ssn.space.index(MEMORY), 2] = 1.0
         usable = nodes.usable
         total = nodes.allocatable[usable].sum(axis=0) @ to_queue
-        total[0] += sum(n.dra_gpus for n, ok in zip(nodes.infos, usable, strict=True) if ok)  # DRA GPUs
+        dra = np.fromiter(map(attrgetter("dra_gpus"), nodes.infos), dtype=float, count=len(nodes.infos))
+        total[0] += dra[usable].sum() if dra.any() else 0  # DRA GPUs
         for pod in ssn.snapshot.foreign_pods:
             row = nodes.index.get(pod.node)
             if row is not None and usable[row] and pod.status in (PodStatus.RUNNING, PodStatus.RELEASING):
