@@ -179,7 +179,7 @@ class PodTable:
         flat = _joined(leaves)
         pod_lists = list(map(_PODS, flat))
         sizes = np.fromiter(map(len, pod_lists), dtype=np.intp, count=len(flat))
-        if len(flat) != len(jobs) or _longest(leaves) > 1:
+        if len(flat) != len(jobs) or [] in leaves:  # some job has no leaf, so another has several
             per_job = np.fromiter(map(len, leaves), dtype=np.intp, count=len(jobs))
             owner = np.repeat(np.arange(len(jobs), dtype=np.intp), per_job)
             sizes = np.bincount(owner, weights=sizes, minlength=len(jobs)).astype(np.intp)
@@ -259,10 +259,6 @@ def _truthy(pods: list[PodInfo], attribute: str) -> np.ndarray:
 def _joined(lists: list[list[Any]]) -> list[Any]:
     """The lists one after the other (extending one list in C: much faster than chain for many short lists)."""
     return reduce(iadd, lists, [])
-
-
-def _longest(lists: list[list[Any]]) -> int:
-    return max(map(len, lists), default=0)
 
 
 def _position(keys: list[str], key: str) -> int | None:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
-from operator import is_
+from itertools import chain
+from operator import attrgetter, is_, methodcaller
 from typing import Any, Protocol
 
 import numpy as np
@@ -37,6 +38,11 @@ from kai.model import (
 
 EPS = 1e-9
 _HOLDS = status_mask(HOLDS_NODE)
+_NAME = attrgetter("name")
+_ALLOCATABLE = attrgetter("allocatable")
+_AMOUNTS = attrgetter("amounts")
+_USABLE = attrgetter("usable")
+_GPU_MEMORY = attrgetter("gpu_memory_mib")
 _PENDING_CODE = CODE[PodStatus.PENDING]
 _RELEASING_CODE = CODE[PodStatus.RELEASING]
 
@@ -89,14 +95,15 @@ class NodeState:
             self.allocatable = facts.allocatable.copy(order="F")
             self.usable = facts.usable.copy()
         else:
-            self.names = [n.name for n in nodes]
+            self.names = list(map(_NAME, nodes))
             self.index = {name: i for i, name in enumerate(self.names)}
             self.allocatable = np.zeros((count, width), order="F")
-            column = {name: space.index(name) for name in space.names}
-            for i, node in enumerate(nodes):
-                for name, amount in node.allocatable.amounts.items():
-                    self.allocatable[i, column[name]] = amount
-            self.usable = np.array([n.usable for n in nodes], dtype=bool)
+            amounts = list(map(_AMOUNTS, map(_ALLOCATABLE, nodes)))
+            for col, name in enumerate(space.names):  # a column at a time, read in C
+                self.allocatable[:, col] = np.fromiter(
+                    map(methodcaller("get", name, 0.0), amounts), dtype=float, count=count
+                )
+            self.usable = np.fromiter(map(_USABLE, nodes), dtype=bool, count=count)
         self.idle = self.allocatable.copy(order="F")
         self.releasing = np.zeros((count, width), order="F")
         self.gpu_col = space.index(GPU)
@@ -317,8 +324,8 @@ class Session:
         if previous is not None:
             index, node_names = previous.nodes.index, previous.node_names
         else:
-            index = {node.name: i for i, node in enumerate(nodes)}
-            node_names = frozenset(name for node in nodes for name in node.allocatable.names())
+            index = {name: i for i, name in enumerate(map(_NAME, nodes))}
+            node_names = frozenset(chain.from_iterable(map(_AMOUNTS, map(_ALLOCATABLE, nodes))))
         table = PodTable.build(self.jobs, nodes, index, previous.table if previous is not None else None, changed)
         self.table = table
         self.pods: list[PodInfo] = table.pods  # every pod of `jobs`, job by job (for plugins that scan them all)
@@ -345,7 +352,8 @@ class Session:
         if previous is not None:
             self.min_gpu_memory_mib = previous.min_gpu_memory_mib
         else:
-            self.min_gpu_memory_mib = min((n.gpu_memory_mib for n in nodes if n.gpu_memory_mib), default=0)
+            memory = np.fromiter(map(_GPU_MEMORY, nodes), dtype=np.int64, count=len(nodes))
+            self.min_gpu_memory_mib = int(memory[memory != 0].min()) if memory.any() else 0
         self.gpus = SharedGpus(
             snapshot,
             self.nodes.index,
@@ -354,6 +362,7 @@ class Session:
             self.nodes.gpu_col,
             self.nodes,
             previous.gpu_nodes if previous is not None else None,
+            node_names,
         )
         self.opened = Opened(
             table, self.nodes.facts(), node_names, self.gpus.node_arrays(), self.min_gpu_memory_mib

@@ -1,6 +1,7 @@
-"""The session's node sums (kai.framework.session: _subtract_rows, _add_rows) are the sums one pod at a
-time would give, to the bit: whole numbers (millicores, bytes, devices) are summed per row, anything
-else is subtracted one pod at a time, in pod order."""
+"""What a session reads at open, computed a column at a time, is what one node or pod at a time gives:
+the node sums (kai.framework.session: _subtract_rows, _add_rows) to the bit (whole numbers, such as
+millicores, bytes and devices, summed per row; anything else subtracted one pod at a time, in pod
+order), and the MIG nodes."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kai.api import keys
+from kai.framework.gpushare import is_mig_node, mig_nodes
 from kai.framework.session import _add_rows, _subtract_rows
+from kai.model import NodeInfo, Resources
 
 
 @settings(max_examples=60, deadline=None)
@@ -30,3 +34,29 @@ def test_row_sums_equal_one_pod_at_a_time(nodes: int, pods: int, whole: bool, se
         zeros_want[row] += amount
     _add_rows(zeros_got, rows, amounts)
     assert zeros_want.tobytes() == zeros_got.tobytes()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([None, "true", "false"]),
+            st.sampled_from([None, "single", "mixed", "none"]),
+            st.sampled_from([(), ("nvidia.com/mig-1g.10gb",), ("cpu", "nvidia.com/gpu")]),
+        ),
+        max_size=6,
+    )
+)
+def test_mig_nodes_are_the_nodes_is_mig_node_names(specs: list[tuple[str | None, str | None, tuple[str, ...]]]) -> None:
+    nodes = []
+    for i, (enabled, strategy, resources) in enumerate(specs):
+        labels = {}
+        if enabled is not None:
+            labels[keys.MIG_ENABLED_NODE_LABEL] = enabled
+        if strategy is not None:
+            labels[keys.MIG_STRATEGY_NODE_LABEL] = strategy
+        nodes.append(NodeInfo(f"n{i}", Resources({r: 1.0 for r in resources}), labels))
+    names = {r for n in nodes for r in n.allocatable.names()}
+    want = [is_mig_node(n) for n in nodes]
+    assert mig_nodes(nodes).tolist() == want
+    assert mig_nodes(nodes, names).tolist() == want
