@@ -35,6 +35,7 @@ means no candidate in step 3 either (fewer nodes, less room), so the trial is sk
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import reduce
 from operator import attrgetter, iadd
@@ -46,7 +47,7 @@ from kai.framework.placement import filter_nodes
 from kai.framework.plugin import register_plugin
 from kai.framework.session import EPS, NodeSubset, Session, SubsetRequest
 from kai.framework.status import Code, Status
-from kai.model import ACTIVE, PodGroupInfo, PodInfo, TopologyConstraint, TopologyInfo
+from kai.model import ACTIVE, PodGroupInfo, PodInfo, SubGroupInfo, TopologyConstraint, TopologyInfo
 
 ROOT = -1  # depth of the implicit root domain, which holds every node of the topology
 ROOT_NAME = "root"
@@ -396,9 +397,15 @@ def _answer_bytes(found: list[tuple[np.ndarray, np.ndarray | None, str]] | dict[
 def _constrained_jobs(jobs: list[PodGroupInfo]) -> np.ndarray:
     """Per job, whether it (or a sub-group) names a topology: a look at every constraint first (in C), and
     the precise check only when there is one."""
-    subgroups = reduce(iadd, map(list, map(dict.values, map(_SUBGROUPS, jobs))), [])
-    if not any(map(_TOPOLOGY, jobs)) and not any(map(_TOPOLOGY, subgroups)):
-        return np.zeros(len(jobs), dtype=bool)
+    if not any(map(_TOPOLOGY, jobs)):
+        groups = list(map(_SUBGROUPS, jobs))
+        single = np.fromiter(map(len, groups), dtype=np.intp, count=len(groups)) == 1
+        if single.all():  # each job's one sub-group, without a list per job
+            subgroups: Iterable[SubGroupInfo] = map(next, map(iter, map(dict.values, groups)))
+        else:
+            subgroups = reduce(iadd, map(list, map(dict.values, groups)), [])
+        if not any(map(_TOPOLOGY, subgroups)):
+            return np.zeros(len(jobs), dtype=bool)
     return np.fromiter(map(_constrained, jobs), dtype=bool, count=len(jobs))
 
 
