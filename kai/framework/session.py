@@ -56,7 +56,7 @@ def _add_rows(into: np.ndarray, rows: np.ndarray, amounts: np.ndarray) -> None:
 
 def _subtract_rows(into: np.ndarray, rows: np.ndarray, amounts: np.ndarray) -> None:
     """`np.subtract.at(into, rows, amounts)`: the same to the bit. Where every number is a whole number
-    and every sum stays below 2**53, each subtraction is exact, so subtracting the per-row sums (bincount)
+    and every sum stays below 2**52, each subtraction is exact, so subtracting the per-row sums (bincount)
     gives what one subtraction at a time gives; otherwise one at a time."""
     limit = 2.0**52
     whole = (
