@@ -243,6 +243,10 @@ class _Potential:
 
 
 class Solver:
+    # Whether a simulation stops as soon as the job's first k tasks no longer have room anywhere (see
+    # `_simulate`); a switch only so that tests can compare the shortcut with the full simulation.
+    stop_when_job_cannot_fit = True
+
     def __init__(
         self,
         ssn: Session,
@@ -456,11 +460,16 @@ class Solver:
             defer = lambda: too_big  # noqa: E731
         order = SimulationQueue(ssn, others, reps, leave_out={self.job.key, *by_job}, defer_for_pop=defer)
         replaced: set[str] = set()
+        # Until the job's turn, victims placed again only take room (a rolled-back placement leaves it as
+        # it was): once the PlacementPossible hooks see no room for the job's first k tasks, its own turn
+        # would fail, and the simulation fails now rather than after placing the victims still ahead of it.
+        watch = self.stop_when_job_cannot_fit and bool(ssn.hooks.placement_possible)
         while (rep := order.pop()) is not None:
             key = units[id(rep)]
             if not key:
                 if not ssn.check_job_capacity(self.job, self.tasks[:k]).ok or self._place(self.tasks, 0, k) < k:
                     return None
+                watch = False
                 continue
             # As KAI allocates a victim job in its simulation: its next batch only (what brings each leaf
             # back to minMember, or one more pod), all of it or none; the rest of its evicted pods stay so.
@@ -478,6 +487,8 @@ class Solver:
                 self.stmt.rollback(cp)
                 continue
             replaced.update(t.key for t in batch)
+            if watch and not ssn.placement_possible(self.job, self.tasks[:k]):
+                return None
         returned: set[str] = set()
         nodes = ssn.nodes
         for chunk in chunks:

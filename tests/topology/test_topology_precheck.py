@@ -17,6 +17,7 @@ from kai.api.timeutil import parse_time
 from kai.cycle import open_session
 from kai.framework.config import SchedulerConfig
 from kai.framework.session import Session
+from kai.framework.victims import Solver
 from kai.model import PodInfo, PodStatus
 from kai.plugins.topology import TopologyPlugin
 from kai.snapshot.builder import build_snapshot
@@ -235,3 +236,36 @@ def test_the_pre_check_never_changes_a_decision(rejections: list[int], monkeypat
             simulated = run(objects, rounds=2)
         assert checked == simulated, f"seed {seed}"
     assert skipped > 0  # the clusters are full enough that trials are skipped
+
+
+def test_a_simulation_stopped_once_the_job_has_no_room_decides_as_the_full_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A simulation places the victims whose queues come before the job; once the hook sees no room for
+    # the job's tasks it stops (that room only shrinks until the job's turn). On random clusters the
+    # decisions equal those of simulations always run to the job's own turn.
+    inside, stopped = [False], [0]
+    simulate, possible = Solver._simulate, TopologyPlugin.placement_possible
+
+    def simulating(self: Solver, *args: Any) -> Any:
+        inside[0] = True
+        try:
+            return simulate(self, *args)
+        finally:
+            inside[0] = False
+
+    def counted(self: TopologyPlugin, *args: Any) -> bool:
+        answer = possible(self, *args)
+        stopped[0] += inside[0] and not answer  # only the shortcut asks the hook inside a simulation
+        return answer
+
+    monkeypatch.setattr(Solver, "_simulate", simulating)
+    monkeypatch.setattr(TopologyPlugin, "placement_possible", counted)
+    for seed in range(16):
+        objects = random_cluster(seed)
+        shortcut = run(objects, rounds=2)
+        with monkeypatch.context() as m:
+            m.setattr(Solver, "stop_when_job_cannot_fit", False)
+            full = run(objects, rounds=2)
+        assert shortcut == full, f"seed {seed}"
+    assert stopped[0] > 0  # the clusters are full enough that simulations stop early
