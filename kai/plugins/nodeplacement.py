@@ -116,6 +116,56 @@ class _Scorer(RowScorer):
             state.count[0] = 0
         return Scored(plugin.score(ctx), state)
 
+    def at_row(self, ctx: PlacementContext, kept: Scored, row: int) -> tuple[float, bool] | None:
+        state = kept.state
+        nodes = self.plugin.ssn.nodes
+        free = nodes.idle_cols[state.col][row] + nodes.releasing_cols[state.col][row]
+        if isinstance(state, _Spread):
+            return (free / state.denominator[row] if state.valid[row] else 0.0), True
+        assert isinstance(state, _Binpack)
+        bounds, values = state.bounds, kept.values
+        if state.codes is None or bounds is None or not isinstance(values, np.ndarray):
+            return None
+        # The bounds an update would find: the other scored rows' amounts (per-code counts less this
+        # row's), and this row's new amount if it is still scored.
+        levels, count, order, mine = state.levels, state.count, state.order, state.scored_code[row]
+        low = high = None
+        for code in order:
+            if count[code] - (code == mine) > 0:
+                low = levels[code - 1]
+                break
+        for code in reversed(order):
+            if count[code] - (code == mine) > 0:
+                high = levels[code - 1]
+                break
+        has = state.has[row]
+        if ctx.candidates[row] and has:
+            low = free if low is None or free < low else low
+            high = free if high is None or free > high else high
+        if low is None or high is None:
+            return None
+        low, high = float(low), float(high)
+        if not has:
+            value = 0.0
+        elif high - low <= 1e-9:
+            value = MAX_SCORE
+        else:
+            value = MAX_SCORE * (1.0 - (free - low) / (high - low))
+        if (low, high) == bounds:
+            return value, True
+        # Every other scored row's value is its amount's, under the new bounds against the old ones.
+        old_low, old_high = bounds
+        old_flat, new_flat = old_high - old_low <= 1e-9, high - low <= 1e-9
+        for code in order:
+            if count[code] - (code == mine) <= 0:
+                continue
+            level = levels[code - 1]
+            new = MAX_SCORE if new_flat else MAX_SCORE * (1.0 - (level - low) / (high - low))
+            old = MAX_SCORE if old_flat else MAX_SCORE * (1.0 - (level - old_low) / (old_high - old_low))
+            if new > old:
+                return value, False
+        return value, True
+
     def update(self, ctx: PlacementContext, kept: Scored, rows: list[int]) -> bool:
         state = kept.state
         nodes = self.plugin.ssn.nodes
