@@ -109,13 +109,38 @@ def job_outcome(
     return outcome
 
 
+_PLACED = frozenset({PodStatus.RUNNING, PodStatus.ALLOCATED})
+
+
 def close_session(ssn: Session) -> Decisions:
     for fn in ssn.hooks.on_close:
         fn(ssn)
     evicted = eviction_causes(ssn)
     cache: dict[Any, Any] = {}
     outcomes = ssn.decisions.jobs
+    fit_errors = ssn.fit_errors
+    placed = _PLACED
+    # The common case at once, as job_outcome answers it: a job of one sub-group, without a fit error or
+    # an eviction, whose pods are all running or just allocated, at least minMember of them, is Running
+    # and needs no explanation. Such outcomes are equal values: one object per queue serves them all.
+    running: dict[str, JobOutcome] = {}
     for key, job in ssn.jobs.items():
+        if (not fit_errors or key not in fit_errors) and (not evicted or key not in evicted):
+            leaves = job.leaves
+            if len(leaves) == 1:
+                sub = leaves[0]
+                total = 0
+                for status, n in sub.counts().items():
+                    if n and status not in placed:
+                        break
+                    total += n
+                else:
+                    if total and total >= sub.min_member:
+                        outcome = running.get(job.queue)
+                        if outcome is None:
+                            outcome = running[job.queue] = JobOutcome(job.queue, "Running", "", "")
+                        outcomes[key] = outcome
+                        continue
         outcomes[key] = job_outcome(ssn, job, evicted.get(key) if evicted else None, cache, key)
     return ssn.decisions
 

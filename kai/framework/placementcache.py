@@ -134,33 +134,29 @@ class PlacementCache:
         rises), below the old best's where it lies before the best row, at most equal after it."""
         row = entry.best
         changed = log[entry.seen :]
-        if changed.count(row) != len(changed):
+        if changed.count(row) != len(changed) or not entry.mask[row]:
             return False
         nodes = self.ssn.nodes
-        idle, releasing = nodes.idle, nodes.releasing
+        idle = nodes.idle_cols
         fit = True
         for col, amount in entry.need:
-            if not idle[row, col] >= amount:
+            if not idle[col][row] >= amount:
                 fit = False
                 break
-        future = fit
-        if entry.pipeline and not fit:
-            future = True
+        if not fit:
+            if not entry.pipeline:
+                return False
+            releasing = nodes.releasing_cols
             for col, amount in entry.need:
-                if not idle[row, col] + releasing[row, col] >= amount:
-                    future = False
-                    break
-        if not (future and entry.mask[row]):
-            return False
+                if not idle[col][row] + releasing[col][row] >= amount:
+                    return False
         # The row's own flags as an update would set them (it sets them again from the nodes' state).
         entry.fits_idle[row] = fit
         entry.candidates[row] = True
         ctx = entry.ctx
         ctx.task = task
-        moving = self.moving_at
         total: Any = 0.0
-        for i, part in enumerate(entry.parts):
-            scorer = moving[i]
+        for scorer, part in zip(self.moving_at, entry.parts, strict=True):
             if scorer is None:
                 values = part.values
                 value = values[row] if isinstance(values, np.ndarray) else values

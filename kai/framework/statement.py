@@ -49,24 +49,33 @@ class Statement:
     # -- operations -------------------------------------------------------------------------------
     def allocate(self, task: PodInfo, node: str) -> None:
         """Place the task on idle resources of the node; it will be bound."""
-        self.ssn.touch(task)
-        nodes = self.ssn.nodes
-        row = nodes.index[node]
-        nodes.idle[row] -= self.ssn.vector(task)
+        self.allocate_row(task, self.ssn.nodes.index[node])
+
+    def allocate_row(self, task: PodInfo, row: int) -> None:
+        """`allocate` on the node of that row of the session's nodes."""
+        ssn = self.ssn
+        ssn.touch(task)
+        nodes = ssn.nodes
+        nodes.idle[row] -= ssn.vector(task)
         nodes.changed.append(row)
-        op = _Op("allocate", task, row, task.status, task.node, prev_groups=task.gpu_groups)
+        op = _Op("allocate", task, row, task.status, task.node, None, None, task.gpu_groups)
         _move(task, PodStatus.ALLOCATED)
-        task.node = node
+        task.node = nodes.names[row]
         if task.gpu.is_shared:
-            op.gpu_undo, _ = self.ssn.gpus.take(row, task, self.ssn.gpu_key)
+            op.gpu_undo, _ = ssn.gpus.take(row, task, ssn.gpu_key)
         self.ops.append(op)
-        self.ssn.fire_allocate(task)
+        for fn in ssn.hooks.on_allocate:
+            fn(task)
 
     def pipeline(self, task: PodInfo, node: str) -> None:
         """Place the task on resources that are still being released; it waits for them."""
+        self.pipeline_row(task, self.ssn.nodes.index[node])
+
+    def pipeline_row(self, task: PodInfo, row: int) -> None:
+        """`pipeline` on the node of that row of the session's nodes."""
         self.ssn.touch(task)
         nodes = self.ssn.nodes
-        row = nodes.index[node]
+        node = nodes.names[row]
         vec = self.ssn.vector(task)
         taken = np.minimum(vec, np.maximum(nodes.releasing[row], 0.0))
         nodes.releasing[row] -= taken

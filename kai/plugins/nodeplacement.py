@@ -123,46 +123,48 @@ class _Scorer(RowScorer):
         if isinstance(state, _Spread):
             return (free / state.denominator[row] if state.valid[row] else 0.0), True
         assert isinstance(state, _Binpack)
-        bounds, values = state.bounds, kept.values
-        if state.codes is None or bounds is None or not isinstance(values, np.ndarray):
+        bounds = state.bounds
+        if state.codes is None or bounds is None or not isinstance(kept.values, np.ndarray):
             return None
-        # The bounds an update would find: the other scored rows' amounts (per-code counts less this
-        # row's), and this row's new amount if it is still scored.
-        levels, count, order, mine = state.levels, state.count, state.order, state.scored_code[row]
-        low = high = None
-        for code in order:
-            if count[code] - (code == mine) > 0:
-                low = levels[code - 1]
-                break
-        for code in reversed(order):
-            if count[code] - (code == mine) > 0:
-                high = levels[code - 1]
-                break
+        # The other scored rows' amounts, least first, and the values they hold now: fixed until the next
+        # update, which is the only thing that changes the state (and forgets this).
+        others = state.others
+        if others is None or others[0] != row:
+            mine = state.scored_code[row]
+            count, levels = state.count, state.levels
+            amounts = [float(levels[c - 1]) for c in state.order if count[c] - (c == mine) > 0]
+            old_low, old_high = bounds
+            if old_high - old_low <= 1e-9:
+                held = [MAX_SCORE] * len(amounts)
+            else:
+                held = [MAX_SCORE * (1.0 - (a - old_low) / (old_high - old_low)) for a in amounts]
+            others = state.others = (row, amounts, held)
+        amounts = others[1]
+        # The bounds an update would find: those amounts, and this row's new one if it is still scored.
         has = state.has[row]
         if ctx.candidates[row] and has:
-            low = free if low is None or free < low else low
-            high = free if high is None or free > high else high
-        if low is None or high is None:
+            low = free if not amounts or free < amounts[0] else amounts[0]
+            high = free if not amounts or free > amounts[-1] else amounts[-1]
+        elif amounts:
+            low, high = amounts[0], amounts[-1]
+        else:
             return None
         low, high = float(low), float(high)
+        flat = high - low <= 1e-9
         if not has:
             value = 0.0
-        elif high - low <= 1e-9:
+        elif flat:
             value = MAX_SCORE
         else:
             value = MAX_SCORE * (1.0 - (free - low) / (high - low))
         if (low, high) == bounds:
             return value, True
-        # Every other scored row's value is its amount's, under the new bounds against the old ones.
-        old_low, old_high = bounds
-        old_flat, new_flat = old_high - old_low <= 1e-9, high - low <= 1e-9
-        for code in order:
-            if count[code] - (code == mine) <= 0:
-                continue
-            level = levels[code - 1]
-            new = MAX_SCORE if new_flat else MAX_SCORE * (1.0 - (level - low) / (high - low))
-            old = MAX_SCORE if old_flat else MAX_SCORE * (1.0 - (level - old_low) / (old_high - old_low))
-            if new > old:
+        # Every other scored row's value is its amount's, under the new bounds against the ones it holds.
+        if flat:
+            return value, all(old >= MAX_SCORE for old in others[2])
+        span = high - low
+        for amount, old in zip(amounts, others[2], strict=True):
+            if MAX_SCORE * (1.0 - (amount - low) / span) > old:
                 return value, False
         return value, True
 
@@ -211,6 +213,7 @@ class _Scorer(RowScorer):
             now = _counted_bounds(state.levels, state.order, state.count)
         else:
             now = _bounds(low_of, high_of)
+        state.others = None
         bounds, state.bounds = state.bounds, now
         if now is None:
             if bounds is None:
@@ -267,6 +270,7 @@ class _Binpack:
         "levels",
         "low_of",
         "order",
+        "others",
         "scored_code",
     )
 
@@ -280,6 +284,8 @@ class _Binpack:
         self.scored_code: list[int] = []  # per row: its code while it is a scored candidate, else 0
         self.count: list[int] = []  # per code: scored rows with it
         self.order: list[int] = []  # the codes by their free amount, least first
+        # at_row's memo: (row, the other scored rows' amounts least first, their values), until an update
+        self.others: tuple[int, list[float], list[float]] | None = None
 
 
 def _bounds(low_of: np.ndarray, high_of: np.ndarray) -> tuple[float, float] | None:
