@@ -138,11 +138,17 @@ class _Scorer(RowScorer):
                 held = [MAX_SCORE] * len(amounts)
             else:
                 held = [MAX_SCORE * (1.0 - (a - old_low) / (old_high - old_low)) for a in amounts]
-            others = state.others = (row, amounts, held)
+            # This row's amount when the values were computed, if every amount there is a whole number
+            # (exact differences), else None.
+            was = float(levels[mine - 1]) if mine else None
+            if was is None or not all(_whole(a) for a in (*amounts, was, old_low, old_high)):
+                was = None
+            others = state.others = (row, amounts, held, was)
         amounts = others[1]
         # The bounds an update would find: those amounts, and this row's new one if it is still scored.
         has = state.has[row]
-        if ctx.candidates[row] and has:
+        scored = bool(ctx.candidates[row]) and has
+        if scored:
             low = free if not amounts or free < amounts[0] else amounts[0]
             high = free if not amounts or free > amounts[-1] else amounts[-1]
         elif amounts:
@@ -162,6 +168,13 @@ class _Scorer(RowScorer):
         # Every other scored row's value is its amount's, under the new bounds against the ones it holds.
         if flat:
             return value, all(old >= MAX_SCORE for old in others[2])
+        was = others[3]
+        if was is not None and scored and free <= was and _whole(free):
+            # The row was scored and its amount fell: the bounds can only have come down (the least to at
+            # most the old least, the most to at most the old most), so each other amount lies a larger
+            # share of the way up from the least, in exact arithmetic. With whole numbers every difference
+            # is exact and one rounded division keeps that order: no value rose.
+            return value, True
         span = high - low
         for amount, old in zip(amounts, others[2], strict=True):
             if MAX_SCORE * (1.0 - (amount - low) / span) > old:
@@ -284,8 +297,14 @@ class _Binpack:
         self.scored_code: list[int] = []  # per row: its code while it is a scored candidate, else 0
         self.count: list[int] = []  # per code: scored rows with it
         self.order: list[int] = []  # the codes by their free amount, least first
-        # at_row's memo: (row, the other scored rows' amounts least first, their values), until an update
-        self.others: tuple[int, list[float], list[float]] | None = None
+        # at_row's memo, until an update: (row, the other scored rows' amounts least first, their values,
+        # the row's own amount then if every amount is a whole number)
+        self.others: tuple[int, list[float], list[float], float | None] | None = None
+
+
+def _whole(amount: float) -> bool:
+    """A whole number small enough that differences of such numbers are exact in floats."""
+    return float(amount).is_integer() and abs(amount) < 2.0**52
 
 
 def _bounds(low_of: np.ndarray, high_of: np.ndarray) -> tuple[float, float] | None:

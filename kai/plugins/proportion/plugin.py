@@ -120,6 +120,7 @@ class ProportionPlugin:
         self._vectors: dict[object, np.ndarray] = {}
         self._paths: dict[str, list[QueueAttrs]] = {}
         self._job_requests: dict[str, np.ndarray] = {}
+        self._amounts: dict[int, tuple[np.ndarray, float, float, float]] = {}  # id(queue vector) -> it, as floats
         self._order_keys: dict[str, tuple[str, tuple[Any, ...]]] = {}
         self._constants: dict[str, tuple[list[float], list[float], list[float], AllocatableShare]] = {}
         self.total = self._total(ssn)
@@ -359,10 +360,6 @@ class ProportionPlugin:
         return order
 
     # -- queue order --------------------------------------------------------------------------
-    @staticmethod
-    def _drs(allocated: list[float], allocatable: list[float]) -> float:
-        return max(a / c if c > 0 else a * 1000.0 for a, c in zip(allocated, allocatable, strict=True))
-
     def queue_order_key(self, queue: QueueInfo, job: PodGroupInfo) -> tuple[Any, ...]:
         """KAI's queue order rules 1-7 as a sort key for the queue with this job next (cached until the queue's
         allocation or the job changes). The session appends rule 8 (older queue first) and the name."""
@@ -378,20 +375,34 @@ class ProportionPlugin:
         """The queue order (rules 1-7) of a queue whose next job asks for `request`, given what the queue
         has `allocated` (smaller key first; an evicting action may pass the allocation minus its victims
         and reverse the order). Every element compares on its own, so two keys tell which rule decides."""
-        req = request.tolist()
-        alloc = allocated.tolist()
-        fair, deserved, allocatable, share = self._order_constants(attrs)
-        with_job = [a + r for a, r in zip(alloc, req, strict=True)]
-        over_used = all(a > f + 1e-9 for a, f in zip(alloc, fair, strict=True))
-        within_deserved = all(d == UNLIMITED or w <= d + 1e-9 for w, d in zip(with_job, deserved, strict=True))
-        zero_share_use = any(c <= 0 < r for c, r in zip(allocatable, req, strict=True))
+        # The rules over the three resources written out (gpu, cpu, memory: the same comparisons and float
+        # operations, in the same order, as over zipped lists).
+        r0, r1, r2 = request.tolist()
+        a0, a1, a2 = allocated.tolist()
+        (f0, f1, f2), (d0, d1, d2), (c0, c1, c2), share = self._order_constants(attrs)
+        w0, w1, w2 = a0 + r0, a1 + r1, a2 + r2
+        over_used = a0 > f0 + 1e-9 and a1 > f1 + 1e-9 and a2 > f2 + 1e-9
+        within_deserved = (
+            (d0 == UNLIMITED or w0 <= d0 + 1e-9)
+            and (d1 == UNLIMITED or w1 <= d1 + 1e-9)
+            and (d2 == UNLIMITED or w2 <= d2 + 1e-9)
+        )
+        zero_share_use = c0 <= 0 < r0 or c1 <= 0 < r1 or c2 <= 0 < r2
         return (
             over_used,
             not within_deserved,
             -attrs.queue.priority,
             zero_share_use,
-            self._drs(with_job, allocatable),
-            self._drs(alloc, allocatable),
+            max(
+                w0 / c0 if c0 > 0 else w0 * 1000.0,
+                w1 / c1 if c1 > 0 else w1 * 1000.0,
+                w2 / c2 if c2 > 0 else w2 * 1000.0,
+            ),
+            max(
+                a0 / c0 if c0 > 0 else a0 * 1000.0,
+                a1 / c1 if c1 > 0 else a1 * 1000.0,
+                a2 / c2 if c2 > 0 else a2 * 1000.0,
+            ),
             share,
         )
 
@@ -419,8 +430,16 @@ class ProportionPlugin:
             batch = pending  # a gang's whole rest: which pods, in which order, does not matter for the sum
         else:
             batch = tasks_to_allocate(self.ssn, job)
-        for pod in batch:
-            request += self.queue_vector(pod)
+        if batch:  # summed in floats pod by pod, as `request += vector` would
+            s0 = s1 = s2 = 0.0
+            amounts = self._amounts
+            for pod in batch:
+                vec = self.queue_vector(pod)
+                found = amounts.get(id(vec))
+                if found is None or found[0] is not vec:
+                    found = amounts[id(vec)] = (vec, *vec.tolist())
+                s0, s1, s2 = s0 + found[1], s1 + found[2], s2 + found[3]
+            request = np.array([s0, s1, s2])
         self._job_requests[job.key] = request
         return request
 
