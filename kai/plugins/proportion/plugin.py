@@ -91,10 +91,14 @@ class AllocatableShare:
 
 def _first_over(path: list[QueueAttrs], request: np.ndarray, cap: str, used: str) -> tuple[QueueAttrs, int] | None:
     """The first queue on the path (leaf first) and resource where used + request exceeds a set cap."""
+    asked = request.tolist()
     for attrs in path:
-        caps, in_use = getattr(attrs, cap), getattr(attrs, used)
+        caps = getattr(attrs, cap).tolist()
+        if caps[0] == caps[1] == caps[2] == UNLIMITED:
+            continue
+        in_use = getattr(attrs, used).tolist()
         for col in range(3):
-            if caps[col] != UNLIMITED and request[col] > 0 and in_use[col] + request[col] > caps[col] + 1e-9:
+            if caps[col] != UNLIMITED and asked[col] > 0 and in_use[col] + asked[col] > caps[col] + 1e-9:
                 return attrs, col
     return None
 
@@ -121,6 +125,7 @@ class ProportionPlugin:
         self._paths: dict[str, list[QueueAttrs]] = {}
         self._job_requests: dict[str, np.ndarray] = {}
         self._amounts: dict[int, tuple[np.ndarray, float, float, float]] = {}  # id(queue vector) -> it, as floats
+        self._by_id: dict[tuple[int, int], tuple[Any, Any, np.ndarray]] = {}  # (id(requests), id(gpu)) -> them, vector
         self._order_keys: dict[str, tuple[str, tuple[Any, ...]]] = {}
         self._constants: dict[str, tuple[list[float], list[float], list[float], AllocatableShare]] = {}
         self.total = self._total(ssn)
@@ -247,10 +252,17 @@ class ProportionPlugin:
 
     def queue_vector(self, pod: PodInfo) -> np.ndarray:
         """What the pod counts as in queue accounting: (GPUs incl. fractions and MIG, cpu, memory)."""
-        placed_by_memory = pod.gpu.memory_mib > 0 and pod.status in HOLDS_NODE and pod.node in self.ssn.nodes.index
+        gpu = pod.gpu
+        placed_by_memory = gpu.memory_mib > 0 and pod.status in HOLDS_NODE and pod.node in self.ssn.nodes.index
+        if not placed_by_memory:  # the common case at once, by the objects' identity (kept alive in the entry)
+            found = self._by_id.get((id(pod.requests), id(gpu)))
+            if found is not None and found[0] is pod.requests and found[1] is gpu:
+                return found[2]
         # Pods share Resources objects (one per distinct request); the GPU share comes from pod.gpu.
-        key: object = (id(pod.requests), pod.gpu, pod.node) if placed_by_memory else (id(pod.requests), pod.gpu)
+        key: object = (id(pod.requests), gpu, pod.node) if placed_by_memory else (id(pod.requests), gpu)
         vec = self._vectors.get(key)
+        if vec is not None and not placed_by_memory:
+            self._by_id[(id(pod.requests), id(gpu))] = (pod.requests, gpu, vec)
         if vec is None:
             if placed_by_memory:  # a placed gpu-memory pod counts as its portion of that node's GPUs
                 row = self.ssn.nodes.index[pod.node]
@@ -261,6 +273,8 @@ class ProportionPlugin:
                 gpus = pod.requests.get(GPU) + pod.gpu.dra  # DRA claims' GPUs, as KAI books them
             vec = np.array([gpus, pod.requests.get(CPU), pod.requests.get(MEMORY)])
             self._vectors[key] = vec
+            if not placed_by_memory:
+                self._by_id[(id(pod.requests), id(gpu))] = (pod.requests, gpu, vec)
         return vec
 
     def _path(self, queue: str) -> list[QueueAttrs]:
@@ -278,13 +292,21 @@ class ProportionPlugin:
 
     def _on_change(self, task: PodInfo, sign: float) -> None:
         job = self.ssn.jobs.get(task.job_key)
-        if job is None or job.queue not in self.attrs:
+        if job is None:
             return
-        path = self._path(job.queue)
-        self._add(job, sign * self.queue_vector(task), path)
+        path = self._paths.get(job.queue)
+        if path is None:
+            if job.queue not in self.attrs:
+                return
+            path = self._path(job.queue)
+        elif not path:  # a queue the session does not know
+            return
+        vec = self.queue_vector(task)
+        self._add(job, vec if sign == 1.0 else sign * vec, path)  # 1.0 * vec is vec
         self._job_requests.pop(job.key, None)
+        order_keys = self._order_keys
         for attrs in path:
-            self._order_keys.pop(attrs.queue.name, None)
+            order_keys.pop(attrs.queue.name, None)
 
     # -- fair share ---------------------------------------------------------------------------
     def _divide(self) -> None:
@@ -430,23 +452,27 @@ class ProportionPlugin:
             batch = pending  # a gang's whole rest: which pods, in which order, does not matter for the sum
         else:
             batch = tasks_to_allocate(self.ssn, job)
-        if batch:  # summed in floats pod by pod, as `request += vector` would
-            s0 = s1 = s2 = 0.0
-            amounts = self._amounts
-            for pod in batch:
-                vec = self.queue_vector(pod)
-                found = amounts.get(id(vec))
-                if found is None or found[0] is not vec:
-                    found = amounts[id(vec)] = (vec, *vec.tolist())
-                s0, s1, s2 = s0 + found[1], s1 + found[2], s2 + found[3]
-            request = np.array([s0, s1, s2])
+        if batch:
+            request = self._sum(batch)
         self._job_requests[job.key] = request
         return request
+
+    def _sum(self, pods: list[PodInfo]) -> np.ndarray:
+        """The pods' queue vectors summed pod by pod in floats (as `np.zeros(3) + vector + ...` would)."""
+        s0 = s1 = s2 = 0.0
+        amounts = self._amounts
+        for pod in pods:
+            vec = self.queue_vector(pod)
+            found = amounts.get(id(vec))
+            if found is None or found[0] is not vec:
+                found = amounts[id(vec)] = (vec, *vec.tolist())
+            s0, s1, s2 = s0 + found[1], s1 + found[2], s2 + found[3]
+        return np.array([s0, s1, s2])
 
     # -- capacity checks ----------------------------------------------------------------------
     def check_capacity(self, job: PodGroupInfo, tasks: list[PodInfo]) -> Status:
         """Capacity: limits at the leaf and every ancestor; non-preemptible jobs within deserved quota."""
-        request = sum((self.queue_vector(t) for t in tasks), np.zeros(3))
+        request = self._sum(tasks)
         path = self._path(job.queue)
         over = _first_over(path, request, "limit", "allocated")
         if over is not None:
