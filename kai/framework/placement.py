@@ -22,7 +22,7 @@ import numpy as np
 from kai.framework.placementcache import MISS, active_cache
 from kai.framework.session import EPS, NodeSubset, PlacementContext, Session, SubsetRequest
 from kai.framework.statement import Statement
-from kai.framework.status import Code, Status
+from kai.framework.status import SUCCESS, Code, Status
 from kai.model import PodGroupInfo, PodInfo, PodStatus, SubGroupInfo
 
 
@@ -279,7 +279,7 @@ def place_in_subset(
     for placed, task in enumerate(tasks):
         for fn in pre_predicates:
             status = fn(task)
-            if not status.ok:
+            if status is not SUCCESS and not status.ok:
                 return _gang_failure(job, tasks, placed, status.message, status.code, status.cause)
         found = MISS if cache is None else cache.find(task, True)
         if found is MISS:

@@ -69,6 +69,7 @@ class PlacementCache:
         self.scorers = list(scorers) if all(isinstance(s, RowScorer) for s in scorers) else None  # type: ignore[misc]
         self.moving = [(i, s) for i, s in enumerate(self.scorers or ()) if not s.fixed]
         self.moving_at: list[RowScorer | None] = [None if s.fixed else s for s in self.scorers or ()]
+        self.signed = [s for s in self.scorers or () if type(s).signature is not RowScorer.signature]
         self._hooks = list(scorers)
         self._seen = (id(scorers), len(scorers))
         self.entries.clear()
@@ -94,7 +95,7 @@ class PlacementCache:
                     return MISS
                 filtered.append(result)
         signatures = []
-        for scorer in scorers:
+        for scorer in self.signed:  # the scorers whose signature is not always ()
             sig = scorer.signature(task)
             if sig is None:
                 return MISS
@@ -102,7 +103,7 @@ class PlacementCache:
         nodes = ssn.nodes
         vec = ssn.vector(task)
         pipeline = allow_pipeline and nodes.maybe_releasing
-        key = (id(vec), pipeline, tuple(id(f) for f in filtered), tuple(signatures))
+        key = (id(vec), pipeline, tuple(map(id, filtered)) if filtered else (), tuple(signatures))
         entry = self.entries.get(key)
         log = nodes.changed
         if entry is None or len(log) - entry.pos > max(len(nodes) // 16, 8):
