@@ -12,7 +12,7 @@ from weakref import WeakKeyDictionary
 
 import numpy as np
 
-from kai.framework.decisions import Binding, Eviction, Pipelining
+from kai.framework.decisions import Eviction, Pipelining, new_binding
 from kai.framework.session import Session
 from kai.model import PodInfo, PodStatus
 
@@ -215,7 +215,7 @@ class Statement:
         for op in self.ops:
             task = op.task
             if op.kind == "allocate":
-                decisions.bindings.append(Binding(task.key, task.node, task.gpu_groups))
+                decisions.bindings.append(new_binding(task.key, task.node, task.gpu_groups))
             elif op.kind == "pipeline":
                 decisions.pipelined.append(Pipelining(task.key, task.node))
             else:
