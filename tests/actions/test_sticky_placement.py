@@ -20,8 +20,13 @@ import pytest
 
 import kai.actions.allocate as allocate_action
 import kai.framework.placementcache as placementcache
-from kai.framework.config import DEFAULT_ACTIONS, DEFAULT_PLUGINS
-from tests.scenario import bound, node, pod, podgroup, queue, run
+from kai.api.timeutil import parse_time
+from kai.cycle import open_session
+from kai.framework.config import DEFAULT_ACTIONS, DEFAULT_PLUGINS, SchedulerConfig
+from kai.framework.placement import find_node
+from kai.framework.statement import Statement
+from kai.snapshot.builder import build_snapshot
+from tests.scenario import NOW, bound, node, pod, podgroup, queue, run
 from tests.topology.test_topology import BLOCK, RACK, constraint, topology
 
 SPREAD = {"gpu": "spread", "cpu": "spread"}
@@ -195,3 +200,48 @@ def test_same_nodes_as_placing_every_pod_by_the_full_computation(strategy: dict[
     assert answered[False] > 20  # the check failed (and the cache brought every node up to date) ...
     if strategy != SPREAD:  # ... and held (spread's best node always scores less once it took a pod)
         assert answered[True] > 50
+
+
+def test_a_rollback_that_raises_the_other_nodes_scores_is_not_answered_from_the_old_arrays(monkeypatch) -> None:
+    # Free GPUs a 3, b 4, c 6. A statement places pod x on c, then pod p on a; the cache is brought up to
+    # date there (a 2, b 4, c 5: bin-packing's bounds 2..5, b scores 9 * (1 - 2/3) = 3). Rolling p back
+    # gives a its GPU again (3): only a changed, but the bounds are now 3..5 and b's score rises to
+    # 9 * (1 - 1/2) = 4.5, so the cache must not answer a from the arrays it holds (it updates them;
+    # a is still the best: the least free).
+    objects = [
+        node("a", gpus=8),
+        node("b", gpus=8),
+        node("c", gpus=8),
+        queue("q"),
+        *used("ra", "a", 5),
+        *used("rb", "b", 4),
+        *used("rc", "c", 2),
+        *gang("p", 2, 1, "2026-01-01T00:00:01Z"),
+        *gang("x", 1, 1, "2026-01-01T00:00:02Z"),
+    ]
+    built = build_snapshot(objects, now=parse_time(NOW))
+    ssn, _ = open_session(built.snapshot, SchedulerConfig())
+    pods = {p.name: p for p in ssn.pods}
+    answers: list[bool] = []
+    still_best = placementcache.PlacementCache._still_best
+
+    def counted(self, *args):  # type: ignore[no-untyped-def]
+        answers.append(still_best(self, *args))
+        return answers[-1]
+
+    monkeypatch.setattr(placementcache.PlacementCache, "_still_best", counted)
+    rows = ssn.nodes.index
+    with placementcache.placement_cache(ssn) as cache:
+        assert cache.find(pods["p-0"], True) == (rows["a"], True)
+        stmt = Statement(ssn)
+        stmt.allocate_row(pods["x-0"], rows["c"])
+        mark = stmt.checkpoint()
+        stmt.allocate_row(pods["p-0"], rows["a"])
+        assert cache.find(pods["p-1"], True) == (rows["a"], True)  # two rows changed: brought up to date
+        assert answers == [False]
+        stmt.rollback(mark)
+        assert cache.find(pods["p-1"], True) == (rows["a"], True)
+        assert answers == [False, False]  # b's score rose: not answered from the arrays
+        uncached = find_node(ssn, pods["p-1"], cached=False)
+        assert uncached is not None and uncached.row == rows["a"]
+        stmt.discard()
