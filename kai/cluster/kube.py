@@ -1,11 +1,12 @@
 """A thin raw-JSON layer over the official `kubernetes` client.
 
 The official client does configuration (kubeconfig, in-cluster service account, exec
-plugins, token refresh) and authentication; its connection pool (urllib3) carries the
-requests. What we skip is its typed models: listing 5,000 pods through them costs
-several times what `json.loads` of the same bytes costs (see ``bench/live.py
---measure-client`` and the report in kai/cluster/NOTES.md), and the scheduler hands plain
-dicts to ``kai.snapshot.builder`` anyway.
+plugins, token refresh) and authentication. What we skip is its typed models: listing 5,000
+pods through them costs several times what `json.loads` of the same bytes costs (see
+``bench/live.py --measure-client`` and the report in kai/cluster/NOTES.md), and the scheduler
+hands plain dicts to ``kai.snapshot.builder`` anyway. Requests go over kept-alive connections
+that :mod:`kai.cluster.wire` writes and reads (urllib3 opens them, with the client's TLS
+settings); watches, and every request when a proxy is configured, through urllib3's pool.
 
     kube = Kube.from_kubeconfig(path)          # or Kube.in_cluster(), Kube(api_client)
     pods = kube.get("/api/v1/pods")             # dict, raises ApiError on 4xx/5xx
@@ -29,6 +30,9 @@ from urllib.parse import quote, urlencode
 import urllib3
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
+from urllib3.poolmanager import SSL_KEYWORDS
+
+from kai.cluster.wire import Wire, WireError
 
 
 class ApiError(Exception):
@@ -134,6 +138,9 @@ class Kube:
         self.api = api
         self.timeout = timeout
         self.limiter: RateLimiter | None = None  # client-go's QPS/burst (KAI's --qps, --burst); None: unlimited
+        # Requests (not watches) over kept-alive connections written and read by kai.cluster.wire; None
+        # (a proxy, or a host that is no http(s) URL): urllib3's request path, as the official client.
+        self.wire, self._base_path = _wire_for(api)
 
     def rate_limit(self, qps: float, burst: int) -> Kube:
         """Limit requests as client-go does: qps > 0 limits, 0 means client-go's default (5/s, burst 10), < 0 none."""
@@ -214,20 +221,58 @@ class Kube:
         content_type: str = "application/json",
         timeout: float | None = None,
     ) -> dict[str, Any]:
-        resp = self._send(method, path, query, body, content_type, timeout)
-        try:
-            data = resp.read()
-        except urllib3.exceptions.HTTPError as err:
-            raise ApiError(0, f"{type(err).__name__}: {err}") from err
-        finally:
-            resp.release_conn()
+        if self.wire is not None:
+            status, reason, data = self._exchange(method, path, query, body, content_type, timeout)
+        else:
+            resp = self._send(method, path, query, body, content_type, timeout)
+            try:
+                data = resp.read()
+            except urllib3.exceptions.HTTPError as err:
+                raise ApiError(0, f"{type(err).__name__}: {err}") from err
+            finally:
+                resp.release_conn()
+            status, reason = resp.status, str(resp.reason or "")
         try:
             parsed = json.loads(data) if data else {}
         except ValueError:
             parsed = {"message": data[:200].decode("utf-8", "replace")}
-        if resp.status >= 400:
-            raise ApiError(resp.status, str(resp.reason or ""), parsed if isinstance(parsed, dict) else None)
+        if status >= 400:
+            raise ApiError(status, reason, parsed if isinstance(parsed, dict) else None)
         return parsed if isinstance(parsed, dict) else {"items": parsed}
+
+    def _exchange(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, Any] | None,
+        body: Any,
+        content_type: str,
+        timeout: float | None,
+    ) -> tuple[int, str, bytes]:
+        """One request through :attr:`wire`: the official client's headers (its User-Agent, cookie and
+        the current bearer token, refreshed by its hook) on a kept-alive connection."""
+        assert self.wire is not None
+        if self.limiter is not None:
+            self.limiter.take()
+        api = self.api
+        headers = dict(api.default_headers)
+        headers["Accept"] = "application/json"
+        if body is not None:
+            headers["Content-Type"] = content_type
+        if api.cookie:
+            headers["Cookie"] = api.cookie
+        token = api.configuration.auth_settings().get("BearerToken")
+        if token and token.get("value"):
+            headers[token["key"]] = token["value"]
+        target = self._base_path + path
+        if query:
+            target = f"{target}?{urlencode({k: _query_value(v) for k, v in query.items() if v is not None})}"
+        data = body if body is None or isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
+        try:
+            resp = self.wire.request(method, target, headers, data, timeout if timeout is not None else self.timeout)
+        except WireError as err:
+            raise ApiError(0, str(err)) from err
+        return resp.status, resp.reason, resp.body
 
     def get(self, path: str, query: Mapping[str, Any] | None = None) -> dict[str, Any]:
         return self.request("GET", path, query)
@@ -281,6 +326,27 @@ class Kube:
             if not token:
                 return {"items": items, "metadata": meta, "kind": page.get("kind")}
             params["continue"] = token
+
+
+def _wire_for(api: k8s.ApiClient) -> tuple[Wire | None, str]:
+    """A :class:`Wire` with the connection settings the official client gave its pool manager, and the
+    host's path prefix; (None, "") when its pool manager is a proxy's or the host is no http(s) URL."""
+    manager = getattr(getattr(api, "rest_client", None), "pool_manager", None)
+    if type(manager) is not urllib3.PoolManager:
+        return None, ""
+    try:
+        url = urllib3.util.parse_url(str(api.configuration.host or ""))
+    except urllib3.exceptions.LocationParseError:
+        return None, ""
+    if url.scheme not in ("http", "https") or not url.host:
+        return None, ""
+    skip = {"maxsize", "block", "retries", "timeout", "headers"}
+    if url.scheme == "http":
+        skip.update(SSL_KEYWORDS)
+    conn_kw = {k: v for k, v in manager.connection_pool_kw.items() if k not in skip}
+    maxsize = int(manager.connection_pool_kw.get("maxsize") or 10)
+    host = url.host.strip("[]")  # an IPv6 literal as the socket wants it
+    return Wire(url.scheme, host, url.port, conn_kw, maxsize), (url.path or "").rstrip("/")
 
 
 def _query_value(value: Any) -> str:
