@@ -165,6 +165,7 @@ class Binder:
         self.active = threading.Event()
         self.active.set()
         self._requests_cache: dict[str, dict[str, float]] = {}
+        self._allocatable_cache: dict[str, tuple[dict[str, Any], dict[str, float]]] = {}
         cache.reflectors[BIND_REQUESTS.kind].on_event = self._on_bind_request
         pods = cache.reflectors[PODS.kind]
         previous = pods.on_event
@@ -197,8 +198,9 @@ class Binder:
         ticks = 0
         while not self._stop.wait(2.0):
             if self.active.is_set():
+                queued = self._queued  # (a membership test needs no lock; _enqueue checks again under it)
                 for key, br in self.cache.store(BIND_REQUESTS).items().items():
-                    if self._open(br):
+                    if key not in queued and self._open(br):
                         self._enqueue(key)
                 ticks += 1
                 if ticks % 5 == 0:
@@ -366,9 +368,17 @@ class Binder:
             cached = self._requests_cache[uid] = pod_requests(pod)
         return cached
 
+    def _allocatable(self, node: dict[str, Any]) -> dict[str, float]:
+        """The node's allocatable, parsed once per node object (the reflector replaces it on change)."""
+        name = node["metadata"]["name"]
+        kept = self._allocatable_cache.get(name)
+        if kept is None or kept[0] is not node:
+            kept = self._allocatable_cache[name] = (node, node_allocatable(node))
+        return kept[1]
+
     def _check_fit(self, pod: dict[str, Any], node: dict[str, Any], groups: list[str]) -> None:
         name = node["metadata"]["name"]
-        allocatable = node_allocatable(node)
+        allocatable = self._allocatable(node)
         used: dict[str, float] = defaultdict(float)
         group_use: dict[str, float] = defaultdict(float)
         reserved_groups: set[str] = set()
@@ -380,6 +390,8 @@ class Binder:
             seen.add(key)
             for res, amount in self._requests(other).items():
                 used[res] += amount
+            if not groups:  # GPU groups matter only to a shared-GPU request
+                continue
             other_groups = pod_groups(other)
             if key.startswith(RESERVATION_NAMESPACE + "/"):
                 reserved_groups.update(other_groups)

@@ -6,13 +6,13 @@ pods through them costs several times what `json.loads` of the same bytes costs 
 ``bench/live.py --measure-client`` and the report in kai/cluster/NOTES.md), and the scheduler
 hands plain dicts to ``kai.snapshot.builder`` anyway. Requests go over kept-alive connections
 that :mod:`kai.cluster.wire` writes and reads (urllib3 opens them, with the client's TLS
-settings); watches, and every request when a proxy is configured, through urllib3's pool.
+settings), watches too; every request through urllib3's pool when a proxy is configured.
 
     kube = Kube.from_kubeconfig(path)          # or Kube.in_cluster(), Kube(api_client)
     pods = kube.get("/api/v1/pods")             # dict, raises ApiError on 4xx/5xx
     kube.post(path, body)                       # create
     kube.patch(path, body, merge=True)          # JSON merge patch (or strategic for core kinds)
-    resp = kube.stream("/api/v1/pods", {...})   # urllib3 response for watches
+    resp = kube.stream("/api/v1/pods", {...})   # a streaming response for watches (iter_lines)
 
 Every call raises :class:`ApiError` with the HTTP status (0 for transport errors).
 """
@@ -32,7 +32,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from urllib3.poolmanager import SSL_KEYWORDS
 
-from kai.cluster.wire import Wire, WireError
+from kai.cluster.wire import Stream, Wire, WireError
 
 
 class ApiError(Exception):
@@ -254,6 +254,17 @@ class Kube:
         assert self.wire is not None
         if self.limiter is not None:
             self.limiter.take()
+        headers = self._headers(body, content_type)
+        data = body if body is None or isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
+        try:
+            resp = self.wire.request(
+                method, self._target(path, query), headers, data, timeout if timeout is not None else self.timeout
+            )
+        except WireError as err:
+            raise ApiError(0, str(err)) from err
+        return resp.status, resp.reason, resp.body
+
+    def _headers(self, body: Any, content_type: str) -> dict[str, str]:
         api = self.api
         headers = dict(api.default_headers)
         headers["Accept"] = "application/json"
@@ -264,15 +275,13 @@ class Kube:
         token = api.configuration.auth_settings().get("BearerToken")
         if token and token.get("value"):
             headers[token["key"]] = token["value"]
+        return headers
+
+    def _target(self, path: str, query: Mapping[str, Any] | None) -> str:
         target = self._base_path + path
         if query:
             target = f"{target}?{urlencode({k: _query_value(v) for k, v in query.items() if v is not None})}"
-        data = body if body is None or isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
-        try:
-            resp = self.wire.request(method, target, headers, data, timeout if timeout is not None else self.timeout)
-        except WireError as err:
-            raise ApiError(0, str(err)) from err
-        return resp.status, resp.reason, resp.body
+        return target
 
     def get(self, path: str, query: Mapping[str, Any] | None = None) -> dict[str, Any]:
         return self.request("GET", path, query)
@@ -297,8 +306,27 @@ class Kube:
 
     def stream(
         self, path: str, query: Mapping[str, Any], read_timeout: float | None = None
-    ) -> urllib3.BaseHTTPResponse:
-        """A streaming GET (a watch): the caller reads lines and must `release_conn()` or `close()` it."""
+    ) -> urllib3.BaseHTTPResponse | Stream:
+        """A streaming GET (a watch): the caller reads lines (:func:`iter_lines`) and must `release_conn()` or
+        `close()` it (`shutdown()` from another thread ends a blocked read)."""
+        if self.wire is not None:
+            if self.limiter is not None:
+                self.limiter.take()
+            try:
+                stream = self.wire.stream(self._target(path, query), self._headers(None, ""), 10.0, read_timeout)
+                if stream.status < 400:
+                    return stream
+                try:
+                    data = stream.read()
+                finally:
+                    stream.release_conn()
+            except WireError as err:
+                raise ApiError(0, str(err)) from err
+            try:
+                parsed = json.loads(data) if data else {}
+            except ValueError:
+                parsed = {}
+            raise ApiError(stream.status, stream.reason, parsed if isinstance(parsed, dict) else None)
         resp = self._send("GET", path, query, timeout=(10.0, read_timeout) if read_timeout else (10.0, None))
         if resp.status >= 400:
             try:
@@ -363,8 +391,11 @@ def _timeout(value: float | tuple[float, float | None] | None) -> urllib3.Timeou
     return urllib3.Timeout(connect=min(10.0, value), read=value)
 
 
-def iter_lines(resp: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
+def iter_lines(resp: urllib3.BaseHTTPResponse | Stream) -> Iterator[bytes]:
     """The newline-separated lines of a streaming response, as they arrive."""
+    if isinstance(resp, Stream):
+        yield from resp.lines()
+        return
     buffer = b""
     for chunk in resp.stream(amt=None, decode_content=True):
         if b"\n" not in chunk:
