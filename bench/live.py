@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import io
 import json
 import os
@@ -286,6 +287,16 @@ def run(
         cpu_before = {name: _cpu_seconds(pid) for name, pid in pids.items()}
         self_before = time.process_time()
         watch_cpu_before = _threads_cpu().get("reflector-bench-watch", 0.0)
+        collections: list[float] = []  # seconds of each garbage collection while the process runs
+        collecting: dict[str, float] = {}
+
+        def on_gc(phase: str, info: dict[str, Any]) -> None:
+            if phase == "start":
+                collecting["t"] = time.thread_time()
+            elif "t" in collecting:
+                collections.append(time.thread_time() - collecting.pop("t"))
+
+        gc.callbacks.append(on_gc)
         start = time.perf_counter()
         process.start()
         deadline = time.monotonic() + timeout
@@ -296,6 +307,7 @@ def run(
         watch_cpu = threads_cpu.get("reflector-bench-watch", 0.0) - watch_cpu_before
         process.stop()
         watcher.stop()
+        gc.callbacks.remove(on_gc)
         if profiles is not None and profile is not None:
             profiles.stop()
             profiles.write(profile)
@@ -350,6 +362,7 @@ def run(
                 "cpu_s": {k: round(v, 2) for k, v in cpu.items()},
                 "threads_cpu_s": {k: round(v, 2) for k, v in sorted(threads_cpu.items(), key=lambda kv: -kv[1]) if v},
                 "cycles_cpu_s": round(sum(c.cpu for c in cycles), 2),
+                "garbage_collections": {"count": len(collections), "cpu_s": round(sum(collections), 2)},
                 "cpu_per_bound_pod_ms": round(1000 * cpu["scheduler+binder (this process)"] / max(1, len(bound_at)), 2),
                 "cycles_cpu_per_bound_pod_ms": round(1000 * sum(c.cpu for c in cycles) / max(1, len(bound_at)), 2),
                 "api_requests": dict(sorted(requests.items(), key=lambda kv: -kv[1])),

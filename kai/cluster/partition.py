@@ -35,13 +35,48 @@ def member(labels: dict[str, str], label_key: str, value: str) -> bool:
     return labels.get(label_key) == value if value else label_key not in labels
 
 
-def select(objects: list[dict[str, Any]], label_key: str, value: str) -> list[dict[str, Any]]:
+class Unlabelled:
+    """The objects seen without a label key, by identity, from one call of :meth:`all_of` to the next (the
+    live cache hands over the very same dict until an object changes): the default partition's check
+    "does any object carry the label" then looks at the changed objects only."""
+
+    def __init__(self) -> None:
+        self._key = ""
+        self._seen: dict[int, dict[str, Any]] = {}  # id -> the object (held, so that the id stays its own)
+
+    def all_of(self, objects: list[dict[str, Any]], label_key: str) -> bool:
+        """Whether no object of `objects` carries `label_key`."""
+        if label_key != self._key:
+            self._key, self._seen = label_key, {}
+        seen = self._seen
+        fresh: dict[int, dict[str, Any]] = {}
+        for o in objects:
+            i = id(o)
+            if i in seen:
+                fresh[i] = o
+            elif label_key in ((o.get("metadata") or {}).get("labels") or ()):
+                self._seen = fresh  # what was checked so far
+                return False
+            else:
+                fresh[i] = o
+        self._seen = fresh
+        return True
+
+
+def select(
+    objects: list[dict[str, Any]], label_key: str, value: str, unlabelled: Unlabelled | None = None
+) -> list[dict[str, Any]]:
     """The objects one partition sees (all of them when `label_key` is empty, and, for the default
-    partition, when no object carries the label: then the very list given is returned)."""
+    partition, when no object carries the label: then the very list given is returned). `unlabelled`
+    keeps, between calls, which objects were seen without the label."""
     if not label_key:
         return objects
-    if not value and not any(label_key in ((o.get("metadata") or {}).get("labels") or ()) for o in objects):
-        return objects
+    if not value:
+        if unlabelled is not None:
+            if unlabelled.all_of(objects, label_key):
+                return objects
+        elif not any(label_key in ((o.get("metadata") or {}).get("labels") or ()) for o in objects):
+            return objects
     nodes: set[str] = set()
     groups: set[str] = set()
     every_group: set[str] = set()

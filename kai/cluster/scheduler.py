@@ -167,6 +167,7 @@ class Scheduler:
         self._steps: tuple[Callable[[str, Callable[[], None]], None], Any] = (lambda name, step: step(), None)
         self.usages = GroupUsages()  # pod group usage for the queue gauges, kept while a group is unchanged
         self._last_build: tuple[CacheView, list[dict[str, Any]], BuildResult] | None = None
+        self._unlabelled = partition.Unlabelled()  # the default partition's memo of objects without the label
         # Time-based fair share (usageDBConfig set): usage from Prometheus, or the scheduler's own record.
         self.usage = usage_source(
             config.usage_db, metrics_namespace=metrics.namespace if metrics is not None else "kai", metrics=metrics
@@ -250,7 +251,9 @@ class Scheduler:
         if last is not None and last[0] is view:
             _, objects, built = last
             return objects, BuildResult(dataclasses.replace(built.snapshot, now=now), built.problems), True
-        objects = partition.select(view.objects, self.nodepool_label_key, self.partition_label_value)
+        objects = partition.select(
+            view.objects, self.nodepool_label_key, self.partition_label_value, self._unlabelled
+        )
         result = self.incremental.build(
             view,
             objects,
