@@ -36,30 +36,26 @@ def member(labels: dict[str, str], label_key: str, value: str) -> bool:
 
 
 class Unlabelled:
-    """The objects seen without a label key, by identity, from one call of :meth:`all_of` to the next (the
-    live cache hands over the very same dict until an object changes): the default partition's check
-    "does any object carry the label" then looks at the changed objects only."""
+    """The last list of objects found without a label key, for the next call of :meth:`all_of`: the live
+    cache hands over the same objects in the same places until one changes, so that the default
+    partition's check "does any object carry the label" looks at the changed places only."""
 
     def __init__(self) -> None:
         self._key = ""
-        self._seen: dict[int, dict[str, Any]] = {}  # id -> the object (held, so that the id stays its own)
+        self._last: list[dict[str, Any]] = []  # every object in it is without the label
 
     def all_of(self, objects: list[dict[str, Any]], label_key: str) -> bool:
         """Whether no object of `objects` carries `label_key`."""
-        if label_key != self._key:
-            self._key, self._seen = label_key, {}
-        seen = self._seen
-        fresh: dict[int, dict[str, Any]] = {}
-        for o in objects:
-            i = id(o)
-            if i in seen:
-                fresh[i] = o
-            elif label_key in ((o.get("metadata") or {}).get("labels") or ()):
-                self._seen = fresh  # what was checked so far
+        last = self._last if label_key == self._key and len(self._last) == len(objects) else None
+        self._key, self._last = label_key, []
+        if last is None:
+            if any(label_key in ((o.get("metadata") or {}).get("labels") or ()) for o in objects):
                 return False
-            else:
-                fresh[i] = o
-        self._seen = fresh
+        else:
+            for o, was in zip(objects, last, strict=True):
+                if o is not was and label_key in ((o.get("metadata") or {}).get("labels") or ()):
+                    return False
+        self._last = objects
         return True
 
 
