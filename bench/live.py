@@ -362,7 +362,11 @@ def run(
                 "cpu_s": {k: round(v, 2) for k, v in cpu.items()},
                 "threads_cpu_s": {k: round(v, 2) for k, v in sorted(threads_cpu.items(), key=lambda kv: -kv[1]) if v},
                 "cycles_cpu_s": round(sum(c.cpu for c in cycles), 2),
-                "garbage_collections": {"count": len(collections), "cpu_s": round(sum(collections), 2)},
+                "garbage_collections": {
+                    "count": len(collections),
+                    "cpu_s": round(sum(collections), 2),
+                    "longest_s": round(max(collections, default=0.0), 3),
+                },
                 "cpu_per_bound_pod_ms": round(1000 * cpu["scheduler+binder (this process)"] / max(1, len(bound_at)), 2),
                 "cycles_cpu_per_bound_pod_ms": round(1000 * sum(c.cpu for c in cycles) / max(1, len(bound_at)), 2),
                 "api_requests": dict(sorted(requests.items(), key=lambda kv: -kv[1])),

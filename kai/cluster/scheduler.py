@@ -382,16 +382,23 @@ class Scheduler:
         cycles, every `GC_EVERY` seconds what is not frozen is collected and what survives is frozen
         (`gc.freeze`: not scanned again, still freed by reference counting), so that a collection scans
         only what the last seconds made; every `GC_FULL_EVERY` seconds everything is unfrozen and
-        collected (what became garbage in a cycle while frozen is reclaimed then).
+        collected (what became garbage in a cycle while frozen is reclaimed then). What the process
+        holds when the caches first have synced (their lists: the whole cluster) is frozen before the
+        first cycle without a collection, so that the first collection, too, scans only what the loop
+        made (the first full one, `GC_FULL_EVERY` seconds on, scans it once).
         """
         collecting = gc.isenabled()
         gc.disable()
         last_collect = last_full = time.monotonic()
+        lists_frozen = False
         try:
             while not self._stop.is_set():
                 began = time.monotonic()
                 self.last_loop = began
                 if is_leader() and self.cache.synced:
+                    if not lists_frozen:
+                        gc.freeze()
+                        lists_frozen = True
                     try:
                         report = self.run_once()
                         log.debug(

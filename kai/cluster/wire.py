@@ -98,26 +98,26 @@ class _Conn:
             start = max(0, len(buf) - 3)
             self._fill()
             buf = self.buf
-        head = bytes(buf[:end])
+        head = buf[:end].decode("latin-1")  # one decode; header lines are then split as text
         del buf[: end + 4]
-        lines = head.split(b"\r\n")
+        lines = head.split("\r\n")
         parts = lines[0].split(None, 2)
-        if len(parts) < 2 or not parts[0].startswith(b"HTTP/"):
+        if len(parts) < 2 or not parts[0].startswith("HTTP/"):
             raise WireError(f"malformed status line {lines[0][:80]!r}")
         try:
             status = int(parts[1])
         except ValueError as err:
             raise WireError(f"malformed status line {lines[0][:80]!r}") from err
-        reason = parts[2].decode("latin-1") if len(parts) > 2 else ""
+        reason = parts[2] if len(parts) > 2 else ""
         headers: dict[str, str] = {}
         for line in lines[1:]:
-            name, sep, value = line.partition(b":")
+            name, sep, value = line.partition(":")
             if not sep:
                 continue
-            key = name.strip().lower().decode("latin-1")
-            text = value.strip().decode("latin-1")
-            headers[key] = f"{headers[key]}, {text}" if key in headers else text
-        return parts[0].decode("latin-1"), status, reason, headers
+            key = name.strip().lower()
+            value = value.strip()
+            headers[key] = f"{headers[key]}, {value}" if key in headers else value
+        return parts[0], status, reason, headers
 
     def read_exact(self, n: int) -> bytes:
         buf = self.buf
