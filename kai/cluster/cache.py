@@ -172,7 +172,14 @@ class ClusterCache:
         self._derived: _Derived | None = None  # what views derive, kept between them (made by the first)
         for resource in kinds:
             handler = self._index_pod if resource is PODS else None
-            r = Reflector(kube, resource, on_event=handler, watch_timeout=watch_timeout, name=resource.plural)
+            r = Reflector(
+                kube,
+                resource,
+                on_event=handler,
+                watch_timeout=watch_timeout,
+                name=resource.plural,
+                drop_managed_fields=True,  # never read, and never written back: see kai/cluster/NOTES.md
+            )
             self.reflectors[resource.kind] = r
             self.stores[resource.kind] = r.store
 
