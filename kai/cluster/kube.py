@@ -138,7 +138,7 @@ class Kube:
         self.api = api
         self.timeout = timeout
         self.limiter: RateLimiter | None = None  # client-go's QPS/burst (KAI's --qps, --burst); None: unlimited
-        # Requests (not watches) over kept-alive connections written and read by kai.cluster.wire; None
+        # Requests and watches over kept-alive connections written and read by kai.cluster.wire; None
         # (a proxy, or a host that is no http(s) URL): urllib3's request path, as the official client.
         self.wire, self._base_path = _wire_for(api)
 
