@@ -309,15 +309,39 @@ class VictimPicker:
         self.orders = pool.orders
         self.key_fn = self.orders[0].key if len(self.orders) == 1 else None
         queues = [q for path in self.paths.values() for q in path]
-        # The pods handed out and still counted in their queues' sums: by pod id, (order picked, leaf, pod).
-        self.picked: dict[int, tuple[int, str, PodInfo]] = {}
-        self.leaf_picked: dict[str, int] = dict.fromkeys(live, 0)  # per leaf: how many of those
         # Per queue subtree and order hook: the running sum of the picked pods' vectors.
         self.removed: dict[str, list[list[float]]] = {q: [[] for _ in self.orders] for q in queues}
         self.cand: dict[str, _Found | None] = {}  # per queue ("" the root): what its subtree gives next
         self.queue_keys: dict[str, tuple[Any, ...]] = {}  # per queue, while its `cand` and sums hold
         self.stale = True  # everything must be chosen again before the next pop
         self.changed: str | None = None  # or only the path of this leaf
+        self.recorded_jobs: set[int] = set()  # ids of jobs with recorded victims, their place not yet reached
+
+    def restart(self, recorded: Iterable[Chunk]) -> VictimPicker:
+        """A fresh walk of the pool for the same preemptor, from the first victim again (KAI builds the
+        victim queue anew for every partial job): a new cursor per leaf, nothing picked yet. The pods of
+        `recorded` (the victims kept from the tasks solved so far) are never handed out again: when the
+        walk reaches a job that holds some, the job comes back ranked as it is without them, for its
+        other pods (as KAI pushes back such a job with its pods that are not recorded)."""
+        fresh = VictimPicker.__new__(VictimPicker)
+        fresh.pool, fresh.ssn, fresh.action, fresh.preemptor = self.pool, self.ssn, self.action, self.preemptor
+        fresh.jobs, fresh.max_jobs, fresh.seq = self.jobs, self.max_jobs, itertools.count()
+        fresh.allowed = self.allowed  # the same preemptor: the same answers
+        pool = self.pool
+        fresh.pos = {leaf: len(pool.jobs[leaf]) for leaf in self.pos}
+        fresh.back = {leaf: [] for leaf in self.pos}
+        fresh.lists = {leaf: (pool.jobs[leaf], pool.keys[leaf], fresh.back[leaf]) for leaf in self.pos}
+        fresh.children, fresh.paths, fresh.ups = self.children, self.paths, self.ups  # never changed
+        fresh.handed, fresh.orders, fresh.key_fn = set(), self.orders, self.key_fn
+        fresh.removed = {q: [[] for _ in self.orders] for q in self.removed}
+        fresh.cand, fresh.queue_keys = {}, {}
+        fresh.stale, fresh.changed = True, None
+        fresh.claimed, fresh.claimed_jobs, fresh.recorded_jobs = set(), set(), set()
+        for chunk in recorded:
+            fresh.claimed.update(id(t) for t in chunk.tasks)
+            fresh.claimed_jobs.add(id(chunk.job))
+            fresh.recorded_jobs.add(id(chunk.job))
+        return fresh
 
     def _rebuild(self) -> None:
         """Every queue's next victim, leaves first (children before their parents)."""
@@ -376,36 +400,6 @@ class VictimPicker:
             self.queue_keys[name] = key
         return key
 
-    def state_changed(self, evicted: Iterable[PodInfo]) -> None:
-        """Evictions became part of the statement: keys are stale; picked pods now evicted are already
-        out of their queue's allocation. `evicted`: the pods the statement evicts now (every picked pod
-        that is not active any more is among them)."""
-        picked = self.picked
-        found = {id(t): entry for t in evicted if (entry := picked.get(id(t))) is not None and t.status not in ACTIVE}
-        if not found:
-            self.stale = True
-            return
-        left = sorted(found.values(), key=lambda entry: entry[0])  # the order they were picked
-        # Per queue, its subtree's picked pods that left, in the order they were picked.
-        gone: dict[str, list[PodInfo]] = {}
-        paths, leaf_picked = self.paths, self.leaf_picked
-        for _, leaf, pod in left:
-            del picked[id(pod)]
-            leaf_picked[leaf] -= 1
-            for name in paths[leaf]:
-                gone.setdefault(name, []).append(pod)
-        # Queues with a picked pod still counted in their subtree.
-        alive = {name for leaf, count in leaf_picked.items() if count for name in paths[leaf]}
-        for name, pods in gone.items():
-            if name not in alive:
-                self.removed[name] = [[] for _ in self.orders]
-                continue
-            for sums, order in zip(self.removed[name], self.orders, strict=True):
-                for pod in pods:
-                    for j, x in enumerate(order.vector(pod)):
-                        sums[j] -= x
-        self.stale = True
-
     def _top(self, leaf: str) -> _Found | None:
         """What the leaf queue's first job in victim order would give up next; jobs that may not be
         victims of this preemptor, or have nothing left to give, are passed over for good."""
@@ -431,6 +425,14 @@ class VictimPicker:
                 elif allowed:
                     allowed = ssn.victim_allowed(self.action, self.preemptor, job)
                 allowed_of[id(job)] = allowed
+            if allowed and not from_back and id(job) in self.recorded_jobs:
+                # A job with recorded victims, reached at its place in victim order: it comes back ranked
+                # as it is without them, for what else it can give up.
+                self.recorded_jobs.discard(id(job))
+                self.pos[leaf] = pos - 1
+                if tasks_to_evict(self.ssn, job, self.claimed)[0]:
+                    heapq.heappush(back, (Descending(pool.sort_key(job, self.claimed)), next(self.seq), job))
+                continue
             if allowed:
                 if id(job) in claimed_jobs:
                     tasks, extra = tasks_to_evict(self.ssn, job, self.claimed)
@@ -512,11 +514,9 @@ class VictimPicker:
             # them drops the cache entry before the next picker is made).
             chunk = self.pool.chunks[job_id][6]  # _top looked it up
             claimed_jobs.add(job_id)
-        claimed, picked = self.claimed, self.picked
+        claimed = self.claimed
         for t in tasks:
             claimed.add(id(t))
-            picked[id(t)] = (len(claimed), leaf, t)
-        self.leaf_picked[leaf] += len(tasks)
         removed, queue_keys = self.removed, self.queue_keys
         path = self.paths[leaf]
         single = len(per) == 1 and len(per[0]) == 1 and len(per[0][0]) == 3  # one hook, one pod, 3 numbers

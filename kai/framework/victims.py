@@ -3,8 +3,11 @@
 For one pending job it looks for a small set of running pods whose eviction lets the job's gang
 start. Everything is simulated inside one Statement: victims are evicted, the job is placed (on the
 resources they release, i.e. pipelined), victims are placed again elsewhere when they can be, and
-the action's validators (session hooks) judge the result. The job grows one task at a time; victims
-found for the first k tasks are kept while looking for task k+1 ("recorded victims").
+the action's validators (session hooks) judge the result. The job grows one task at a time (KAI's
+"partial jobs"); victims found for the first k tasks are kept while looking for task k+1 ("recorded
+victims": every chunk with a pod not back where it was), and for every k the victim queue is walked
+from its first victim again, the recorded ones left out. The first k that finds no solution ends the
+search.
 
 Victims come from a `VictimPicker` (kai/framework/victimpool.py) in victim order (least deserving
 queue first, then lowest priority / newest job first; elastic extras before any gang is broken).
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from kai.framework.causes import note_action_failure
-from kai.framework.jobqueue import JobQueue
+from kai.framework.jobqueue import FixedJobs, JobQueue, SimulationQueue
 from kai.framework.placement import (
     filter_nodes,
     find_node,
@@ -77,6 +81,8 @@ class Scenario:
 
 
 _STAND_INS = itertools.count()  # a fresh name for every stand-in: plugins cache per job name
+# Per session, the jobs with a pending pod in job order, for the simulations (see Solver._pending_others).
+_PENDING: weakref.WeakKeyDictionary[Session, FixedJobs] = weakref.WeakKeyDictionary()
 
 
 def stand_in(job: PodGroupInfo, tasks: list[PodInfo], suffix: str) -> PodGroupInfo:
@@ -264,7 +270,7 @@ class Solver:
         self.budget_on = params.max_evicted_gpu_ratio >= 0 or params.max_evicted_gpus_per_queue >= 0
         self.policy_rejected = False  # the last trial failed a validator (not placement)
         self.filtered = 0  # pops the GPU check filtered, not yet counted in the session's decisions
-        self._others: list[PodGroupInfo] | None = None
+        self._others: FixedJobs | None = None
 
     # -- cheap filters ----------------------------------------------------------------------------
     def _free_gpus(self, chunks: list[Chunk]) -> np.ndarray:
@@ -440,21 +446,18 @@ class Solver:
         # Every other pending job of the session takes its place in the order too, as in KAI: it is
         # never placed here, but while it heads its queue it is what that queue is ranked by (a queue
         # whose first pending job is large ranks behind a victim's queue, which then wins the room back).
-        others = [j for j in self._pending_others() if j.key not in by_job]
+        # (The preemptor and the victims' own jobs are left out: their stand-ins take their place.)
+        others = self._pending_others()
         defer = None
-        if others and ssn.config.params.defer_oversized_jobs:
+        if ssn.config.params.defer_oversized_jobs:
             # The opt-in `deferOversizedJobs`: a job that cannot start on what is free does not stand for
             # its queue here either (as in allocate, which sets it aside).
             too_big = _too_big_for(ssn)
-            defer = lambda: lambda j: id(j) not in units and too_big(j)  # noqa: E731
-        order = JobQueue(ssn, [*reps, *others], defer_for_pop=defer)
+            defer = lambda: too_big  # noqa: E731
+        order = SimulationQueue(ssn, others, reps, leave_out={self.job.key, *by_job}, defer_for_pop=defer)
         replaced: set[str] = set()
-        left = len(reps)
-        while left and (rep := order.pop()) is not None:
-            key = units.get(id(rep))
-            if key is None:
-                continue
-            left -= 1
+        while (rep := order.pop()) is not None:
+            key = units[id(rep)]
             if not key:
                 if not ssn.check_job_capacity(self.job, self.tasks[:k]).ok or self._place(self.tasks, 0, k) < k:
                     return None
@@ -484,13 +487,19 @@ class Solver:
                     returned.add(task.key)
         return replaced, returned
 
-    def _pending_others(self) -> list[PodGroupInfo]:
-        """The session's jobs with a pending pod, the preemptor aside (taken once per solve: victims'
-        pods become releasing, never pending, while it runs). Read from the jobs that had pending pods when
-        the session opened (every job with one now is among them, in the same order)."""
+    def _pending_others(self) -> FixedJobs:
+        """The session's jobs with a pending pod, per leaf queue in job order (brought up to date once per
+        solve: victims' pods become releasing, never pending, while it runs, and no other job's pod changes
+        status). Read from the jobs that had pending pods when the session opened (every job with one now
+        is among them, in the same order). The preemptor is among them: each simulation leaves it out."""
         if self._others is None:
-            job = self.job
-            self._others = [j for j in self.ssn.jobs_with_pending() if j is not job and j.has_pending()]
+            others = _PENDING.get(self.ssn)
+            if others is None:
+                jobs = self.ssn.jobs_with_pending()
+                others = _PENDING[self.ssn] = FixedJobs(self.ssn, jobs, PodGroupInfo.has_pending)
+            else:
+                others.update()
+            self._others = others
         return self._others
 
     def _valid(self, chunks: list[Chunk], tasks: list[PodInfo], replaced: set[str], returned: set[str]) -> bool:
@@ -586,9 +595,6 @@ class Solver:
         keep_share = ssn.config.params.reclaim_keeps_victim_share
         n = len(tasks)
         recorded: list[Chunk] = []
-        replay: list[Chunk] = []  # chunks placed back whole for the tasks solved so far: offered again first
-        potential = _Potential(mask)
-        pot_chunks, pot_freed = potential.chunks, potential.freed
         self.returned: set[str] = set()
         self.replaced: set[str] = set()
         self.solved_chunks: list[Chunk] = []
@@ -599,14 +605,24 @@ class Solver:
             if solved:
                 self.stmt.rollback(self.solved_cp)
                 self._evict(recorded)
-                step = self._trial(recorded, [], k)  # the victims found so far may be enough
+                if recorded:  # the victims found so far may be enough (a scenario needs a victim)
+                    step = self._trial(recorded, [], k)
+                if not step:
+                    # As KAI, a fresh victim queue for every partial job: the walk starts again from the
+                    # first victim, the recorded ones left out (their jobs come back for their other pods),
+                    # and the chunks popped for earlier tasks are candidates again.
+                    self.picker = self.picker.restart(recorded)
+            # Popped chunks not yet recorded, per node (rebuilt from this walk's pops only).
+            potential = _Potential(mask)
+            pot_chunks, pot_freed = potential.chunks, potential.freed
             # Equal whole-GPU requests (the common gang): a pop's GPU check reads the row's running sum.
             g = self.needs[0]
             fast = g > EPS and k <= self.equal_upto
             next_chunk, spread = self.picker.next_chunk, potential.spread
             while step == 0:
-                chunk = replay.pop(0) if replay else next_chunk()
+                chunk = next_chunk()
                 if chunk is None:
+                    # KAI stops at the first partial job it cannot solve (the job is not solved).
                     self._flush_filtered()
                     self.stmt.discard()
                     return Outcome(False, self.reason, self.budget)
@@ -659,30 +675,22 @@ class Solver:
                             potential.keep(rows, lambda c, chunk=chunk: c is not chunk)  # type: ignore[misc]
                             break
                     if step:
-                        self.picker.state_changed(t for c in (*recorded, *group) for t in c.tasks)
-                        self._base = None
-                        recorded += group
-                        taken = {id(c) for c in group}
-                        potential.keep({r for c in group for r in c.rows}, lambda c, taken=taken: id(c) not in taken)  # type: ignore[misc]
                         break
+            self._base = None
             solved = step
-            recorded, replay = self._still_victims(self.solved_chunks)
+            recorded = self._still_victims(self.solved_chunks)
         self._flush_filtered()
         self._finish(self.solved_chunks)
         return Outcome(True)
 
-    def _still_victims(self, chunks: list[Chunk]) -> tuple[list[Chunk], list[Chunk]]:
-        """The victims the next task's scenarios start from, as KAI records them: with consolidating
-        reclaim, only the chunks with a pod that ends the scenario evicted (without it, every one). A
-        chunk placed back whole is no victim; it is offered again first, before the picker's next
-        (KAI builds the victim queue anew for every task, and such a chunk led it)."""
-        if not self.ssn.config.params.allow_consolidating_reclaim:
-            return list(chunks), []
-        kept: list[Chunk] = []
-        again: list[Chunk] = []
-        for chunk in chunks:
-            (kept if any(t.key not in self.replaced for t in chunk.tasks) else again).append(chunk)
-        return kept, again
+    def _still_victims(self, chunks: list[Chunk]) -> list[Chunk]:
+        """The victims the next task's scenarios start from, as KAI records them: every chunk with a pod
+        that does not end the scenario back where it was (evicted for good, or placed again on another
+        node), whatever `allowConsolidatingReclaim` says (it only changes what the reclaim validator
+        counts). A chunk placed back whole was never evicted: the next task's fresh walk offers it again
+        in its turn."""
+        returned = self.returned
+        return [chunk for chunk in chunks if any(t.key not in returned for t in chunk.tasks)]
 
     def _finish(self, recorded: list[Chunk]) -> None:
         ssn, job, stmt = self.ssn, self.job, self.stmt

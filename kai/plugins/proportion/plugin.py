@@ -121,6 +121,8 @@ class ProportionPlugin:
         self._paths: dict[str, list[QueueAttrs]] = {}
         self._job_requests: dict[str, np.ndarray] = {}
         self._order_keys: dict[str, tuple[str, tuple[Any, ...]]] = {}
+        # per queue, its order key per request of the job next (until the queue's allocation changes)
+        self._order_by_request: dict[str, dict[bytes, tuple[Any, ...]]] = {}
         self._constants: dict[str, tuple[list[float], list[float], list[float], AllocatableShare]] = {}
         self.total = self._total(ssn)
         for queue in ssn.queues.values():
@@ -284,6 +286,7 @@ class ProportionPlugin:
         self._job_requests.pop(job.key, None)
         for attrs in path:
             self._order_keys.pop(attrs.queue.name, None)
+            self._order_by_request.pop(attrs.queue.name, None)
 
     # -- fair share ---------------------------------------------------------------------------
     def _divide(self) -> None:
@@ -365,12 +368,20 @@ class ProportionPlugin:
 
     def queue_order_key(self, queue: QueueInfo, job: PodGroupInfo) -> tuple[Any, ...]:
         """KAI's queue order rules 1-7 as a sort key for the queue with this job next (cached until the queue's
-        allocation or the job changes). The session appends rule 8 (older queue first) and the name."""
+        allocation changes, per job and per request: a job counts only by what its next batch asks for).
+        The session appends rule 8 (older queue first) and the name."""
         cached = self._order_keys.get(queue.name)
         if cached is not None and cached[0] == job.key:
             return cached[1]
-        attrs = self.attrs[queue.name]
-        key = self.order_key(attrs, self.job_request(job), attrs.allocated)
+        request = self.job_request(job)
+        by_request = self._order_by_request.get(queue.name)
+        if by_request is None:
+            by_request = self._order_by_request[queue.name] = {}
+        raw = request.tobytes()  # jobs asking for the same resources give the queue the same key
+        key = by_request.get(raw)
+        if key is None:
+            attrs = self.attrs[queue.name]
+            key = by_request[raw] = self.order_key(attrs, request, attrs.allocated)
         self._order_keys[queue.name] = (job.key, key)
         return key
 
