@@ -1,8 +1,9 @@
-"""kai.cluster.wire through Kube: requests on kept-alive connections to a scripted loopback server.
+"""Kube's raw JSON requests and watches (straight to the host's urllib3 pool) against a scripted
+loopback server.
 
 The server answers each request with the bytes a test scripts (framing by Content-Length, chunked or
-up to the close; keep-alive or not), so each case checks what the client makes of one way an HTTP/1.1
-server may answer, and how many connections it took.
+up to the close; keep-alive or not), so each case checks what Kube makes of one way an HTTP/1.1 server
+may answer, and what it sends: the official client's headers, the host's path prefix.
 """
 
 from __future__ import annotations
@@ -179,41 +180,6 @@ def test_an_interim_100_continue_is_skipped(serve):
     assert server.kube().post("/x", {}) == {"ok": True}
 
 
-def test_a_connection_the_server_closed_while_idle_is_not_used_again(serve):
-    server = serve(echo)
-    kube = server.kube()
-    kube.post("/x", {"n": 1})
-    server.drop_idle()
-    # The dropped connection is seen as closed before it is written to (on loopback the server's FIN is
-    # in the client's socket when close returns): the write goes out once, on a new connection.
-    assert kube.post("/x", {"n": 2})["body"] == {"n": 2}
-    assert server.connections == 2
-    assert [r[3] for r in server.requests] == [b'{"n":1}', b'{"n":2}']
-
-
-def test_a_get_on_a_connection_reset_before_any_answer_is_sent_again_once_but_a_write_is_not(serve):
-    answered: list[str] = []
-
-    def reply(method: str, target: str, body: bytes) -> tuple[bytes, bool]:
-        if target.endswith("/drop") and len(answered) % 2 == 0:
-            answered.append("dropped")
-            return b"", True  # closes without a byte of response
-        answered.append("answered")
-        return sized("200 OK", b"{}"), False
-
-    server = serve(reply)
-    kube = server.kube()
-    kube.get("/ok")  # one kept-alive connection
-    answered.clear()
-    assert kube.get("/drop") == {}  # dropped on the kept connection, then answered on a new one
-    assert answered == ["dropped", "answered"]
-    answered.clear()
-    with pytest.raises(ApiError) as caught:  # a write on a connection closed before answering: not repeated
-        kube.post("/drop", {})
-    assert caught.value.status == 0
-    assert answered == ["dropped"]
-
-
 def test_a_server_that_is_not_there_is_status_0(serve):
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
@@ -236,13 +202,7 @@ def test_a_server_that_does_not_answer_in_time_is_status_0(serve):
     with pytest.raises(ApiError) as caught:
         kube.get("/slow")
     assert caught.value.status == 0
-    assert len(server.requests) == 1  # a timeout is not sent again
-
-
-def test_a_proxy_keeps_urllib3s_request_path(serve):
-    server = serve(echo)
-    assert server.kube().wire is not None
-    assert server.kube(proxy="http://127.0.0.1:1").wire is None
+    assert len(server.requests) == 1  # a timeout is not sent again (retries=False)
 
 
 def test_a_host_with_a_path_prefix_keeps_it(serve):
@@ -261,8 +221,6 @@ def test_a_watch_yields_each_line_once_whole_however_the_chunks_cut_it(serve):
     stream = kube.stream("/api/v1/pods", {"watch": "true"})
     assert [json.loads(line) for line in iter_lines(stream)] == events
     stream.release_conn()
-    kube.get("/api/v1/pods")  # the watch read to its end: its connection is used again
-    assert server.connections == 1
     assert server.requests[0][1] == "/api/v1/pods?watch=true"
 
 
@@ -275,18 +233,7 @@ def test_a_watch_refused_by_the_server_is_api_error(serve):
     assert caught.value.body["reason"] == "Expired"
 
 
-def test_shutdown_ends_a_watch_that_waits_and_its_connection_is_not_used_again(serve):
-    first = b'{"type": "ADDED"}\n'
-    head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + f"{len(first):x}\r\n".encode() + first + b"\r\n"
-    server = serve(lambda m, t, b: (head, False) if "watch" in t else (sized("200 OK", b"{}"), False))
-    kube = server.kube()
-    stream = kube.stream("/api/v1/pods", {"watch": "true"})
-    lines = iter_lines(stream)
-    assert next(lines) == first.strip()
-    threading.Timer(0.2, stream.shutdown).start()
-    with pytest.raises(OSError):  # the read that waited for the next event ends
-        next(lines)
-    stream.close()
-    stream.release_conn()
-    kube.get("/x")
-    assert server.connections == 2
+def test_a_proxy_in_the_configuration_keeps_the_pool_managers_path(serve):
+    server = serve(echo)
+    assert server.kube()._pool is not None
+    assert server.kube(proxy="http://127.0.0.1:1")._pool is None
