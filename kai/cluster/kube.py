@@ -2,10 +2,11 @@
 
 The official client does configuration (kubeconfig, in-cluster service account, exec
 plugins, token refresh) and authentication; its connection pool (urllib3) carries the
-requests. What we skip is its typed models: listing 5,000 pods through them costs
-several times what `json.loads` of the same bytes costs (see ``bench/live.py
---measure-client`` and the report in kai/cluster/NOTES.md), and the scheduler hands plain
-dicts to ``kai.snapshot.builder`` anyway.
+requests, each sent straight to the pool the client's pool manager keeps for the API server (no
+parameter serialising, URL parsing and pool lookup per request). What we skip is its typed
+models: listing 5,000 pods through them costs several times what `json.loads` of the same
+bytes costs (see ``bench/live.py --measure-client`` and the report in kai/cluster/NOTES.md), and
+the scheduler hands plain dicts to ``kai.snapshot.builder`` anyway.
 
     kube = Kube.from_kubeconfig(path)          # or Kube.in_cluster(), Kube(api_client)
     pods = kube.get("/api/v1/pods")             # dict, raises ApiError on 4xx/5xx
