@@ -13,6 +13,10 @@ measures until every pod is bound:
   miss is flagged (and the cycles' own share is shown beside it);
 * the process's API requests by verb and resource (``api_requests``) and the status writes.
 
+``--profile DIR`` profiles each thread the scheduler process starts (cProfile on thread CPU time;
+it slows them down about twofold, so its figures are for the shape, not the target) and writes one
+``pstats`` file per kind of thread, and a text summary of each, into DIR.
+
 ``--measure-client`` also times listing the M pods through the official client's typed models
 against raw JSON (the choice kai.cluster.kube made). Figures are printed and, with ``--out``,
 written as JSON.
@@ -21,8 +25,12 @@ written as JSON.
 from __future__ import annotations
 
 import argparse
+import cProfile
+import gc
+import io
 import json
 import os
+import pstats
 import statistics
 import sys
 import threading
@@ -67,6 +75,43 @@ def _threads_cpu() -> dict[str, float]:
         kind = thread.name.rstrip("0123456789_-") or thread.name
         out[kind] = out.get(kind, 0.0) + (int(fields[11]) + int(fields[12])) / ticks
     return out
+
+
+class ThreadProfiles:
+    """cProfile (thread CPU time) in every thread started after :meth:`start`, grouped by kind of thread."""
+
+    def __init__(self) -> None:
+        self.profiles: dict[str, list[cProfile.Profile]] = {}
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        def boot(frame: Any, event: str, arg: Any) -> None:
+            sys.setprofile(None)
+            profile = cProfile.Profile(time.thread_time)
+            kind = threading.current_thread().name.rstrip("0123456789_-")
+            with self._lock:
+                self.profiles.setdefault(kind, []).append(profile)
+            profile.enable()
+
+        threading.setprofile(boot)
+
+    def stop(self) -> None:
+        threading.setprofile(None)  # type: ignore[arg-type]
+
+    def write(self, folder: Path, lines: int = 40) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        with self._lock:
+            kinds = {k: list(v) for k, v in self.profiles.items()}
+        for kind, profiles in kinds.items():
+            for profile in profiles:
+                profile.create_stats()
+            stats = pstats.Stats(*profiles)
+            name = kind.replace("/", "_") or "thread"
+            stats.dump_stats(folder / f"{name}.prof")
+            text = io.StringIO()
+            for order in ("cumulative", "tottime"):
+                pstats.Stats(*profiles, stream=text).sort_stats(order).print_stats(lines)
+            (folder / f"{name}.txt").write_text(text.getvalue())
 
 
 def _count_requests(kube: Kube) -> dict[str, int]:
@@ -161,6 +206,7 @@ def run(
     workers: int = 8,
     routine_events: bool = True,
     client_only: bool = False,
+    profile: Path | None = None,
 ) -> dict:
     cp = ControlPlane().start(timeout=120)
     result: dict[str, Any] = {
@@ -231,6 +277,9 @@ def run(
             routine_events=routine_events,
         )
         requests = _count_requests(kube)
+        profiles = ThreadProfiles() if profile is not None else None
+        if profiles is not None:
+            profiles.start()
         process = LiveProcess(kube, options)
         assert process.scheduler is not None
         process.scheduler.on_cycle = cycles.append
@@ -238,6 +287,16 @@ def run(
         cpu_before = {name: _cpu_seconds(pid) for name, pid in pids.items()}
         self_before = time.process_time()
         watch_cpu_before = _threads_cpu().get("reflector-bench-watch", 0.0)
+        collections: list[float] = []  # seconds of each garbage collection while the process runs
+        collecting: dict[str, float] = {}
+
+        def on_gc(phase: str, info: dict[str, Any]) -> None:
+            if phase == "start":
+                collecting["t"] = time.thread_time()
+            elif "t" in collecting:
+                collections.append(time.thread_time() - collecting.pop("t"))
+
+        gc.callbacks.append(on_gc)
         start = time.perf_counter()
         process.start()
         deadline = time.monotonic() + timeout
@@ -248,6 +307,10 @@ def run(
         watch_cpu = threads_cpu.get("reflector-bench-watch", 0.0) - watch_cpu_before
         process.stop()
         watcher.stop()
+        gc.callbacks.remove(on_gc)
+        if profiles is not None and profile is not None:
+            profiles.stop()
+            profiles.write(profile)
         cpu = {name: _cpu_seconds(pid) - cpu_before[name] for name, pid in pids.items()}
         # The process's CPU less the bench's own pod watch (a reflector thread of this process that is
         # neither scheduler nor binder).
@@ -299,6 +362,11 @@ def run(
                 "cpu_s": {k: round(v, 2) for k, v in cpu.items()},
                 "threads_cpu_s": {k: round(v, 2) for k, v in sorted(threads_cpu.items(), key=lambda kv: -kv[1]) if v},
                 "cycles_cpu_s": round(sum(c.cpu for c in cycles), 2),
+                "garbage_collections": {
+                    "count": len(collections),
+                    "cpu_s": round(sum(collections), 2),
+                    "longest_s": round(max(collections, default=0.0), 3),
+                },
                 "cpu_per_bound_pod_ms": round(1000 * cpu["scheduler+binder (this process)"] / max(1, len(bound_at)), 2),
                 "cycles_cpu_per_bound_pod_ms": round(1000 * sum(c.cpu for c in cycles) / max(1, len(bound_at)), 2),
                 "api_requests": dict(sorted(requests.items(), key=lambda kv: -kv[1])),
@@ -332,6 +400,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=8, help="BindRequest writers and binder workers")
     parser.add_argument("--no-routine-events", action="store_true", help="no Scheduled/Bound event per pod")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--profile", type=Path, help="folder for one cProfile per kind of thread")
     args = parser.parse_args()
     result = run(
         args.nodes,
@@ -343,6 +412,7 @@ def main() -> None:
         args.timeout,
         args.workers,
         not args.no_routine_events,
+        profile=args.profile,
     )
     text = json.dumps(result, indent=2)
     print(text)

@@ -17,6 +17,7 @@ from kai.framework.action import action, registered_actions
 from kai.framework.causes import Cause, eviction_causes, explain_job
 from kai.framework.config import KAI_PLUGINS, SchedulerConfig
 from kai.framework.decisions import Decisions, JobOutcome
+from kai.framework.jobscan import last_scan, plainly_running
 from kai.framework.placement import gang_not_ready_message
 from kai.framework.plugin import plugin_factory
 from kai.framework.session import Opened, Session
@@ -148,9 +149,36 @@ def close_session(ssn: Session) -> Decisions:
         fn(ssn)
     evicted = eviction_causes(ssn)
     cache: dict[Any, Any] = {}
-    outcomes = ssn.decisions.jobs
-    for key, job in ssn.jobs.items():
-        outcomes[key] = job_outcome(ssn, job, evicted.get(key) if evicted else None, cache, key)
+    fit_errors = ssn.fit_errors
+    jobs = ssn.jobs
+    # A plainly running job (kai.framework.jobscan) without a fit error or an eviction is Running and needs
+    # no explanation, as job_outcome answers it; such outcomes are equal values: one per queue serves all.
+    running: dict[str, JobOutcome] = {}
+    found = last_scan(ssn)
+    if found is not None:  # stale-gang eviction looked at every job: only the others and those changed since
+        scan, moved = found
+        outcomes: dict[str, JobOutcome | None] = dict(zip(jobs, scan.outcomes, strict=True))
+        running.update(scan.running)
+        rest = scan.others
+        changed = [key for part in (moved, fit_errors, evicted) for key in part if outcomes.get(key) is not None]
+        if changed:
+            rest = [*rest, *dict.fromkeys(changed)]
+    else:
+        outcomes = dict.fromkeys(jobs)
+        rest = list(jobs)
+    for key in rest:
+        job = jobs[key]
+        if (not fit_errors or key not in fit_errors) and (not evicted or key not in evicted) and plainly_running(job):
+            outcome = running.get(job.queue)
+            if outcome is None:
+                outcome = running[job.queue] = JobOutcome(job.queue, "Running", "", "")
+            outcomes[key] = outcome
+        else:
+            outcomes[key] = job_outcome(ssn, job, evicted.get(key) if evicted else None, cache, key)
+    if ssn.decisions.jobs:
+        ssn.decisions.jobs.update(outcomes)  # type: ignore[arg-type]  # every value is set by now
+    else:
+        ssn.decisions.jobs = outcomes  # type: ignore[assignment]
     return ssn.decisions
 
 

@@ -5,6 +5,7 @@ PodGroup's `kai.scheduler/stale-podgroup-timestamp` annotation, never from a clo
 from __future__ import annotations
 
 from kai.framework.action import register_action
+from kai.framework.jobscan import scan_jobs
 from kai.framework.session import Session
 from kai.framework.statement import Statement
 from kai.framework.status import Code, Status
@@ -33,18 +34,6 @@ def is_stale(job: PodGroupInfo) -> bool:
     return stale
 
 
-def _maybe_stale(job: PodGroupInfo) -> bool:
-    """is_stale, answered at once for a job of one sub-group from its status counters: stale needs some
-    active pods, fewer than minMember."""
-    leaves = job.leaves
-    if len(leaves) == 1:
-        sub = leaves[0]
-        active = sub.active()
-        if not active or active >= sub.min_member:
-            return False
-    return is_stale(job)
-
-
 def _is_stale(job: PodGroupInfo) -> bool:
     counts = job.status_counts()
     if counts.get(PodStatus.SUCCEEDED, 0) or not any(n for status, n in counts.items() if status in _PRESENT):
@@ -57,7 +46,7 @@ def stale_gang_eviction(ssn: Session) -> None:
     grace = ssn.config.params.staleness_grace_period
     # Only a job that is stale or carries a stale instant has anything to do here: those, in key order.
     jobs = ssn.jobs
-    for key in sorted(key for key, job in jobs.items() if job.stale_since is not None or _maybe_stale(job)):
+    for key in sorted(scan_jobs(ssn).to_check):
         job = jobs[key]
         if not is_stale(job):
             if job.stale_since is not None:

@@ -165,6 +165,8 @@ class Binder:
         self.active = threading.Event()
         self.active.set()
         self._requests_cache: dict[str, dict[str, float]] = {}
+        self._allocatable_cache: dict[str, tuple[dict[str, Any], dict[str, float]]] = {}
+        self._open_keys: set[str] = set()  # BindRequests open when last seen (the resync's round)
         cache.reflectors[BIND_REQUESTS.kind].on_event = self._on_bind_request
         pods = cache.reflectors[PODS.kind]
         previous = pods.on_event
@@ -178,6 +180,8 @@ class Binder:
 
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self) -> Binder:
+        store = self.cache.store(BIND_REQUESTS)  # what the watch brought before the binder listened
+        self._open_keys.update(k for k, br in store.items().items() if self._open(br))
         for i in range(self.workers):
             t = threading.Thread(target=self._work, name=f"binder-{i}", daemon=True)
             t.start()
@@ -197,8 +201,17 @@ class Binder:
         ticks = 0
         while not self._stop.wait(2.0):
             if self.active.is_set():
-                for key, br in self.cache.store(BIND_REQUESTS).items().items():
-                    if self._open(br):
+                # The requests last seen open (the watch's handler keeps the set): a pass over those, not
+                # over every request, most of them long Succeeded; every fifth round, over all of them.
+                # (A membership test needs no lock; _enqueue checks again under it.)
+                store, queued = self.cache.store(BIND_REQUESTS), self._queued
+                if ticks % 5 == 4:
+                    self._open_keys.update(k for k, br in store.items().items() if self._open(br))
+                for key in list(self._open_keys):
+                    br = store.get(key)
+                    if br is None or not self._open(br):
+                        self._open_keys.discard(key)
+                    elif key not in queued:
                         self._enqueue(key)
                 ticks += 1
                 if ticks % 5 == 0:
@@ -215,8 +228,12 @@ class Binder:
         return (br.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
 
     def _on_bind_request(self, event_type: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        key = object_key(obj)
         if event_type != DELETED and self._open(obj):
-            self._enqueue(object_key(obj))
+            self._open_keys.add(key)
+            self._enqueue(key)
+        else:
+            self._open_keys.discard(key)
 
     def _on_pod(self, event_type: str, obj: dict[str, Any]) -> None:
         key = object_key(obj)
@@ -366,9 +383,17 @@ class Binder:
             cached = self._requests_cache[uid] = pod_requests(pod)
         return cached
 
+    def _allocatable(self, node: dict[str, Any]) -> dict[str, float]:
+        """The node's allocatable, parsed once per node object (the reflector replaces it on change)."""
+        name = node["metadata"]["name"]
+        kept = self._allocatable_cache.get(name)
+        if kept is None or kept[0] is not node:
+            kept = self._allocatable_cache[name] = (node, node_allocatable(node))
+        return kept[1]
+
     def _check_fit(self, pod: dict[str, Any], node: dict[str, Any], groups: list[str]) -> None:
         name = node["metadata"]["name"]
-        allocatable = node_allocatable(node)
+        allocatable = self._allocatable(node)
         used: dict[str, float] = defaultdict(float)
         group_use: dict[str, float] = defaultdict(float)
         reserved_groups: set[str] = set()
@@ -380,6 +405,8 @@ class Binder:
             seen.add(key)
             for res, amount in self._requests(other).items():
                 used[res] += amount
+            if not groups:  # GPU groups matter only to a shared-GPU request
+                continue
             other_groups = pod_groups(other)
             if key.startswith(RESERVATION_NAMESPACE + "/"):
                 reserved_groups.update(other_groups)

@@ -150,6 +150,7 @@ class CacheView:
     changed_pods: set[str] | None = None
     fixed: list[dict[str, Any]] = field(default_factory=list)
     copies: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pod_order: dict[str, int] = field(default_factory=dict)  # pod key -> its place in `pods` (the cache's order)
 
 
 class ClusterCache:
@@ -171,7 +172,14 @@ class ClusterCache:
         self._derived: _Derived | None = None  # what views derive, kept between them (made by the first)
         for resource in kinds:
             handler = self._index_pod if resource is PODS else None
-            r = Reflector(kube, resource, on_event=handler, watch_timeout=watch_timeout, name=resource.plural)
+            r = Reflector(
+                kube,
+                resource,
+                on_event=handler,
+                watch_timeout=watch_timeout,
+                name=resource.plural,
+                drop_managed_fields=True,  # never read, and never written back: see kai/cluster/NOTES.md
+            )
             self.reflectors[resource.kind] = r
             self.stores[resource.kind] = r.store
 
@@ -319,6 +327,12 @@ class _Derived:
         self.stale: set[str] = set()  # keys of stale requests
         self.binding: dict[str, str] = {}  # pod key -> node, for pods in Binding state
         self.copies: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {}  # (pod, BR, copy)
+        self.copy_of: dict[str, dict[str, Any]] = {}  # pod key -> its Binding copy (the copies' third items)
+        # The pods' keys in the store's order, their places, and the last view's pod list before the
+        # reservation pods left it: kept while the keys stay the same, in the same order.
+        self.pod_keys: list[str] = []
+        self.pod_order: dict[str, int] = {}
+        self.pod_list: list[dict[str, Any]] = []
         self.reserved: set[str] = set()  # reservation pods' keys
         self.serial = 0  # views made
 
@@ -410,24 +424,40 @@ class _Derived:
             ):
                 self.binding.pop(key, None)
                 self.copies.pop(key, None)
+                self.copy_of.pop(key, None)
                 continue
             self.binding[key] = str((br.get("spec") or {}).get("selectedNode"))
             kept = self.copies.get(key)
             if kept is None or kept[0] is not pod or kept[1] is not br:
-                self.copies[key] = (pod, br, as_binding(pod, br))
+                kept = self.copies[key] = (pod, br, as_binding(pod, br))
+                self.copy_of[key] = kept[2]
         view.binding = dict(self.binding)
-        view.copies = {key: kept[2] for key, kept in self.copies.items()}
+        view.copies = dict(self.copy_of)
         view.changed_pods = {k for k in touched_pods if not k.startswith(RESERVED)}
-        if self.copies or self.reserved:
+        # The pods in the store's order, each Binding one as its copy. While the keys are the same (in the
+        # same order), the last list is copied and only the changed pods' places are written again.
+        keys = list(pods)
+        if keys == self.pod_keys:
+            listed = self.pod_list.copy()
+            position = self.pod_order
+            copy_of = self.copy_of
+            for key in touched_pods:
+                at = position.get(key)
+                if at is not None:
+                    listed[at] = copy_of.get(key) or pods[key]
+        else:
             listed = list(pods.values())
-            position = dict(zip(pods, range(len(listed)), strict=True))
-            for key, kept in self.copies.items():
-                listed[position[key]] = kept[2]
+            position = dict(zip(keys, range(len(keys)), strict=True))
+            for key, copy in self.copy_of.items():
+                listed[position[key]] = copy
+            self.pod_keys, self.pod_order = keys, position
+        self.pod_list = listed
+        view.pod_order = position
+        if self.reserved:
+            listed = listed.copy()
             for at in sorted((position[k] for k in self.reserved if k in position), reverse=True):
                 del listed[at]
-            objects.extend(listed)
-        else:
-            objects.extend(pods.values())
+        objects.extend(listed)
         view.objects = objects
         view.versions_after = tuple(store.version for store in cache.stores.values())
         cache._last_view = view

@@ -157,7 +157,8 @@ class IncrementalSnapshot:
         wanted.intersection_update(view.pods)
         picked = [view.podgroups[k] for k in affected if k in view.podgroups]
         if wanted:
-            picked.extend(view.copies.get(k) or view.pods[k] for k in _in_order(wanted, view.pods))
+            order = view.pod_order or {k: i for i, k in enumerate(view.pods)}
+            picked.extend(view.copies.get(k) or view.pods[k] for k in sorted(wanted, key=order.__getitem__))
         self.memo.partial = True
         try:
             small = build_snapshot([*view.fixed, *picked], now, memo=self.memo, **options)
@@ -204,9 +205,3 @@ class IncrementalSnapshot:
 def _replace(snapshot: ClusterSnapshot, now: float) -> ClusterSnapshot:
     """A shallow copy at `now` (every other field shared)."""
     return dataclasses.replace(snapshot, now=now)
-
-
-def _in_order(wanted: set[str], pods: dict[str, Any]) -> list[str]:
-    """The keys in the order of `pods` (a dict keeps its insertion order: the cache's)."""
-    index = {k: i for i, k in enumerate(pods) if k in wanted}
-    return sorted(wanted, key=index.__getitem__)

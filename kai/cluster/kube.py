@@ -2,10 +2,11 @@
 
 The official client does configuration (kubeconfig, in-cluster service account, exec
 plugins, token refresh) and authentication; its connection pool (urllib3) carries the
-requests. What we skip is its typed models: listing 5,000 pods through them costs
-several times what `json.loads` of the same bytes costs (see ``bench/live.py
---measure-client`` and the report in kai/cluster/NOTES.md), and the scheduler hands plain
-dicts to ``kai.snapshot.builder`` anyway.
+requests, each sent straight to the pool the client's pool manager keeps for the API server (no
+parameter serialising, URL parsing and pool lookup per request). What we skip is its typed
+models: listing 5,000 pods through them costs several times what `json.loads` of the same
+bytes costs (see ``bench/live.py --measure-client`` and the report in kai/cluster/NOTES.md), and
+the scheduler hands plain dicts to ``kai.snapshot.builder`` anyway.
 
     kube = Kube.from_kubeconfig(path)          # or Kube.in_cluster(), Kube(api_client)
     pods = kube.get("/api/v1/pods")             # dict, raises ApiError on 4xx/5xx
@@ -134,6 +135,9 @@ class Kube:
         self.api = api
         self.timeout = timeout
         self.limiter: RateLimiter | None = None  # client-go's QPS/burst (KAI's --qps, --burst); None: unlimited
+        # The API server's connection pool, taken from the client's pool manager once (None: a proxy, or
+        # a host that is no http(s) URL: every request through the pool manager, as the client does).
+        self._pool, self._base_path = _host_pool(api)
 
     def rate_limit(self, qps: float, burst: int) -> Kube:
         """Limit requests as client-go does: qps > 0 limits, 0 means client-go's default (5/s, burst 10), < 0 none."""
@@ -183,15 +187,37 @@ class Kube:
     ) -> urllib3.BaseHTTPResponse:
         if self.limiter is not None:
             self.limiter.take()
+        if query:
+            path = f"{path}?{urlencode({k: _query_value(v) for k, v in query.items() if v is not None})}"
+        data = body if isinstance(body, bytes) or body is None else json.dumps(body, separators=(",", ":"))
+        pool = self._pool
+        if pool is not None and pool.pool is None:  # closed (the pool manager let it go): take it anew
+            self._pool, self._base_path = _host_pool(self.api)
+            pool = self._pool
+        if pool is not None:
+            # Straight to the host's pool: the client's headers (User-Agent, cookie, the bearer token its
+            # configuration gives now, refresh hook included) without its parameter serialising, and no
+            # URL parsing and pool lookup in the pool manager per request.
+            try:
+                return pool.urlopen(
+                    method,
+                    self._base_path + path,
+                    body=data,
+                    headers=self._headers(body is not None, content_type),
+                    preload_content=False,
+                    timeout=_timeout(timeout if timeout is not None else self.timeout),
+                    retries=False,
+                    redirect=False,
+                    assert_same_host=False,
+                )
+            except urllib3.exceptions.HTTPError as err:
+                raise ApiError(0, f"{type(err).__name__}: {err}") from err
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = content_type
-        if query:
-            path = f"{path}?{urlencode({k: _query_value(v) for k, v in query.items() if v is not None})}"
         _, url, headers, _, _ = self.api.param_serialize(
             method, path, header_params=headers, auth_settings=["BearerToken"]
         )
-        data = body if isinstance(body, bytes) or body is None else json.dumps(body, separators=(",", ":"))
         try:
             return self.api.rest_client.pool_manager.request(
                 method,
@@ -204,6 +230,20 @@ class Kube:
             )
         except urllib3.exceptions.HTTPError as err:
             raise ApiError(0, f"{type(err).__name__}: {err}") from err
+
+    def _headers(self, has_body: bool, content_type: str) -> dict[str, str]:
+        """What ``ApiClient.param_serialize`` puts in a request's headers, for a raw JSON request."""
+        api = self.api
+        headers = dict(api.default_headers)
+        headers["Accept"] = "application/json"
+        if has_body:
+            headers["Content-Type"] = content_type
+        if api.cookie:
+            headers["Cookie"] = api.cookie
+        token = api.configuration.auth_settings().get("BearerToken")
+        if token and token.get("value"):
+            headers[token["key"]] = token["value"]
+        return headers
 
     def request(
         self,
@@ -281,6 +321,21 @@ class Kube:
             if not token:
                 return {"items": items, "metadata": meta, "kind": page.get("kind")}
             params["continue"] = token
+
+
+def _host_pool(api: k8s.ApiClient) -> tuple[urllib3.HTTPConnectionPool | None, str]:
+    """The pool manager's connection pool for the configured host, and the host's path prefix; (None, "")
+    when the pool manager is a proxy's or the host is no http(s) URL."""
+    manager = getattr(getattr(api, "rest_client", None), "pool_manager", None)
+    if type(manager) is not urllib3.PoolManager:
+        return None, ""
+    try:
+        url = urllib3.util.parse_url(str(api.configuration.host or ""))
+    except urllib3.exceptions.LocationParseError:
+        return None, ""
+    if url.scheme not in ("http", "https") or not url.host:
+        return None, ""
+    return manager.connection_from_url(url.url), (url.path or "").rstrip("/")
 
 
 def _query_value(value: Any) -> str:

@@ -35,13 +35,44 @@ def member(labels: dict[str, str], label_key: str, value: str) -> bool:
     return labels.get(label_key) == value if value else label_key not in labels
 
 
-def select(objects: list[dict[str, Any]], label_key: str, value: str) -> list[dict[str, Any]]:
+class Unlabelled:
+    """The last list of objects found without a label key, for the next call of :meth:`all_of`: the live
+    cache hands over the same objects in the same places until one changes, so that the default
+    partition's check "does any object carry the label" looks at the changed places only."""
+
+    def __init__(self) -> None:
+        self._key = ""
+        self._last: list[dict[str, Any]] = []  # every object in it is without the label
+
+    def all_of(self, objects: list[dict[str, Any]], label_key: str) -> bool:
+        """Whether no object of `objects` carries `label_key`."""
+        last = self._last if label_key == self._key and len(self._last) == len(objects) else None
+        self._key, self._last = label_key, []
+        if last is None:
+            if any(label_key in ((o.get("metadata") or {}).get("labels") or ()) for o in objects):
+                return False
+        else:
+            for o, was in zip(objects, last, strict=True):
+                if o is not was and label_key in ((o.get("metadata") or {}).get("labels") or ()):
+                    return False
+        self._last = objects
+        return True
+
+
+def select(
+    objects: list[dict[str, Any]], label_key: str, value: str, unlabelled: Unlabelled | None = None
+) -> list[dict[str, Any]]:
     """The objects one partition sees (all of them when `label_key` is empty, and, for the default
-    partition, when no object carries the label: then the very list given is returned)."""
+    partition, when no object carries the label: then the very list given is returned). `unlabelled`
+    keeps, between calls, which objects were seen without the label."""
     if not label_key:
         return objects
-    if not value and not any(label_key in ((o.get("metadata") or {}).get("labels") or ()) for o in objects):
-        return objects
+    if not value:
+        if unlabelled is not None:
+            if unlabelled.all_of(objects, label_key):
+                return objects
+        elif not any(label_key in ((o.get("metadata") or {}).get("labels") or ()) for o in objects):
+            return objects
     nodes: set[str] = set()
     groups: set[str] = set()
     every_group: set[str] = set()

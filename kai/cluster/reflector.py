@@ -26,7 +26,9 @@ The API, small on purpose::
 the previous object for MODIFIED and DELETED (None for ADDED). It runs on the reflector's
 thread after the store is updated; keep it short. Objects in the store are the parsed JSON
 dicts, never mutated by the reflector (each event replaces the object): callers must not
-mutate them either.
+mutate them either. With ``drop_managed_fields=True`` they come without
+``metadata.managedFields`` (the scheduler's cache: it reads them and patches, never writes one
+back whole).
 """
 
 from __future__ import annotations
@@ -198,6 +200,7 @@ class Reflector:
         watch_timeout: int = 300,
         backoff: Backoff | None = None,
         name: str | None = None,
+        drop_managed_fields: bool = False,
     ) -> None:
         self.kube = kube
         self.resource = resource
@@ -210,6 +213,9 @@ class Reflector:
         self.watch_timeout = watch_timeout
         self.backoff = backoff or Backoff()
         self.name = name or resource.plural
+        # Leave out `metadata.managedFields` (server-side apply's bookkeeping, often the larger part of an
+        # object) as each object arrives, for a reader that never writes a stored object back whole.
+        self.drop_managed_fields = drop_managed_fields
         self.resource_version = ""
         self.synced = threading.Event()
         # Counters (read by tests and metrics).
@@ -293,9 +299,12 @@ class Reflector:
         result = self.kube.list_all(self.resource.path(self.namespace), self._query(), self.page_size)
         api_version, kind = self.resource.api_version, self.resource.kind
         items = result["items"]
+        drop = self.drop_managed_fields
         for item in items:  # list items carry no kind; the builder needs it
             item["apiVersion"] = api_version
             item["kind"] = kind
+            if drop:
+                (item.get("metadata") or {}).pop("managedFields", None)
         events = self.store.replace(items)
         self.resource_version = str(result["metadata"].get("resourceVersion") or "")
         self.lists += 1
@@ -348,6 +357,8 @@ class Reflector:
             return
         obj.setdefault("apiVersion", self.resource.api_version)
         obj.setdefault("kind", self.resource.kind)
+        if self.drop_managed_fields:
+            (obj.get("metadata") or {}).pop("managedFields", None)
         if event_type == DELETED:
             old = self.store.remove(obj)
             self._emit(DELETED, obj, old)

@@ -167,6 +167,7 @@ class Scheduler:
         self._steps: tuple[Callable[[str, Callable[[], None]], None], Any] = (lambda name, step: step(), None)
         self.usages = GroupUsages()  # pod group usage for the queue gauges, kept while a group is unchanged
         self._last_build: tuple[CacheView, list[dict[str, Any]], BuildResult] | None = None
+        self._unlabelled = partition.Unlabelled()  # the default partition's memo of objects without the label
         # Time-based fair share (usageDBConfig set): usage from Prometheus, or the scheduler's own record.
         self.usage = usage_source(
             config.usage_db, metrics_namespace=metrics.namespace if metrics is not None else "kai", metrics=metrics
@@ -252,7 +253,9 @@ class Scheduler:
         if last is not None and last[0] is view:
             _, objects, built = last
             return objects, BuildResult(dataclasses.replace(built.snapshot, now=now), built.problems), True
-        objects = partition.select(view.objects, self.nodepool_label_key, self.partition_label_value)
+        objects = partition.select(
+            view.objects, self.nodepool_label_key, self.partition_label_value, self._unlabelled
+        )
         result = self.incremental.build(
             view,
             objects,
@@ -381,16 +384,23 @@ class Scheduler:
         cycles, every `GC_EVERY` seconds what is not frozen is collected and what survives is frozen
         (`gc.freeze`: not scanned again, still freed by reference counting), so that a collection scans
         only what the last seconds made; every `GC_FULL_EVERY` seconds everything is unfrozen and
-        collected (what became garbage in a cycle while frozen is reclaimed then).
+        collected (what became garbage in a cycle while frozen is reclaimed then). What the process
+        holds when the caches first have synced (their lists: the whole cluster) is frozen before the
+        first cycle without a collection, so that the first collection, too, scans only what the loop
+        made (the first full one, `GC_FULL_EVERY` seconds on, scans it once).
         """
         collecting = gc.isenabled()
         gc.disable()
         last_collect = last_full = time.monotonic()
+        lists_frozen = False
         try:
             while not self._stop.is_set():
                 began = time.monotonic()
                 self.last_loop = began
                 if is_leader() and self.cache.synced:
+                    if not lists_frozen:
+                        gc.freeze()
+                        lists_frozen = True
                     try:
                         report = self.run_once()
                         log.debug(

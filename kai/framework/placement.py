@@ -22,7 +22,7 @@ import numpy as np
 from kai.framework.placementcache import MISS, active_cache
 from kai.framework.session import EPS, NodeSubset, PlacementContext, Session, SubsetRequest
 from kai.framework.statement import Statement
-from kai.framework.status import Code, Status
+from kai.framework.status import SUCCESS, Code, Status
 from kai.model import PodGroupInfo, PodInfo, PodStatus, SubGroupInfo
 
 
@@ -56,15 +56,15 @@ def _fits(cols: list[np.ndarray], need: tuple[tuple[int, float], ...]) -> np.nda
 
 
 def find_node(
-    ssn: Session, task: PodInfo, allow_pipeline: bool = True, subset: NodeSubset | None = None
+    ssn: Session, task: PodInfo, allow_pipeline: bool = True, subset: NodeSubset | None = None, cached: bool = True
 ) -> Placement | None:
     """The best node for the task, or None. Ties go to the first node by name. `subset` restricts the
     nodes to a candidate node set (and adds its per-node score bonuses).
 
     One pass of whole-column numpy expressions over the node rows: no per-task copies of the node arrays.
     While a placement cache is active (kai.framework.placementcache) a task it can serve gets the same
-    answer from what the cache keeps."""
-    if subset is None:
+    answer from what the cache keeps (`cached=False`: the caller asked the cache already)."""
+    if subset is None and cached:
         cache = active_cache(ssn)
         if cache is not None:
             found = cache.find(task, allow_pipeline)
@@ -274,18 +274,23 @@ def place_in_subset(
     pipeline_only: bool = False,
 ) -> Status:
     """Place the tasks one by one, each on the best node of the node set (all nodes when None)."""
+    cache = active_cache(ssn) if subset is None else None
+    pre_predicates = ssn.hooks.pre_predicates
     for placed, task in enumerate(tasks):
-        status = ssn.pre_predicate(task)
-        if not status.ok:
-            return _gang_failure(job, tasks, placed, status.message, status.code, status.cause)
-        placement = find_node(ssn, task, subset=subset)
-        if placement is None:
+        for fn in pre_predicates:
+            status = fn(task)
+            if status is not SUCCESS and not status.ok:
+                return _gang_failure(job, tasks, placed, status.message, status.code, status.cause)
+        found = MISS if cache is None else cache.find(task, True)
+        if found is MISS:
+            placement = find_node(ssn, task, subset=subset, cached=False)
+            found = None if placement is None else (placement.row, not placement.pipelined)
+        if found is None:
             return _gang_failure(job, tasks, placed, explain_no_node(ssn, task, subset), Code.UNSCHEDULABLE)
-        node = ssn.nodes.names[placement.row]
-        if placement.pipelined or pipeline_only:
-            stmt.pipeline(task, node)
+        if pipeline_only or not found[1]:
+            stmt.pipeline_row(task, found[0])
         else:
-            stmt.allocate(task, node)
+            stmt.allocate_row(task, found[0])
     return Status()
 
 

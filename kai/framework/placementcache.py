@@ -30,6 +30,7 @@ from kai.model import PodInfo
 _CACHES: WeakKeyDictionary[Session, PlacementCache] = WeakKeyDictionary()
 
 MISS = object()  # the task is not cacheable: place it by the full computation
+STICKY = True  # answer from the last best row while only it changed (PlacementCache._still_best); tests switch it off
 
 
 @dataclass(slots=True)
@@ -47,6 +48,8 @@ class _Entry:
     # part + ...), at candidate rows; -inf at the others (scores are finite: -inf stays -inf). A part that
     # is the scalar 0.0 adds nothing and its sum is the previous one. sums[-1] is the total.
     sums: list[np.ndarray]
+    best: int = -1  # the first row of the greatest total in `sums` (-1: no candidate)
+    seen: int = 0  # how much of the change log was checked to name `best` only (see `_still_best`)
 
 
 class PlacementCache:
@@ -65,6 +68,8 @@ class PlacementCache:
         scorers = self.ssn.hooks.node_scorers
         self.scorers = list(scorers) if all(isinstance(s, RowScorer) for s in scorers) else None  # type: ignore[misc]
         self.moving = [(i, s) for i, s in enumerate(self.scorers or ()) if not s.fixed]
+        self.moving_at: list[RowScorer | None] = [None if s.fixed else s for s in self.scorers or ()]
+        self.signed = [s for s in self.scorers or () if type(s).signature is not RowScorer.signature]
         self._hooks = list(scorers)
         self._seen = (id(scorers), len(scorers))
         self.entries.clear()
@@ -90,7 +95,7 @@ class PlacementCache:
                     return MISS
                 filtered.append(result)
         signatures = []
-        for scorer in scorers:
+        for scorer in self.signed:  # the scorers whose signature is not always ()
             sig = scorer.signature(task)
             if sig is None:
                 return MISS
@@ -98,18 +103,74 @@ class PlacementCache:
         nodes = ssn.nodes
         vec = ssn.vector(task)
         pipeline = allow_pipeline and nodes.maybe_releasing
-        key = (id(vec), pipeline, tuple(id(f) for f in filtered), tuple(signatures))
+        key = (id(vec), pipeline, tuple(map(id, filtered)) if filtered else (), tuple(signatures))
         entry = self.entries.get(key)
         log = nodes.changed
         if entry is None or len(log) - entry.pos > max(len(nodes) // 16, 8):
             entry = self.entries[key] = self._start(task, vec, filtered, pipeline, len(log))
         elif entry.pos < len(log):
+            if STICKY and entry.best >= 0 and self._still_best(entry, task, log):
+                return entry.best, bool(entry.fits_idle[entry.best])
             rows = log[entry.pos :]
             self._update(entry, task, rows if len(rows) == 1 else sorted(set(rows)), len(log))
+        else:
+            return None if entry.best < 0 else (entry.best, bool(entry.fits_idle[entry.best]))
         best = int(entry.sums[-1].argmax())
         if not entry.candidates[best] and not entry.candidates.any():
+            entry.best = -1
             return None
+        entry.best, entry.seen = best, len(log)
         return best, bool(entry.fits_idle[best])
+
+    def _still_best(self, entry: _Entry, task: PodInfo, log: list[int]) -> bool:
+        """Whether the entry's best row is still the best, when it is the only row changed since the
+        arrays were last brought up to date (a gang's pods, or jobs of one kind, bin-packed onto one
+        node): then the arrays are left as they are, behind the change log, until another row changes
+        or this check fails.
+
+        The row is still the best when it is still a candidate, its new total (computed at that row
+        exactly as the update would: the same parts, added in the same order) is at least its old one,
+        and every scorer vouches that no other row's value rose (`RowScorer.at_row`): every other
+        candidate's total is then at most its old one (a float sum never falls when one of its terms
+        rises), below the old best's where it lies before the best row, at most equal after it."""
+        row = entry.best
+        changed = log[entry.seen :]
+        if changed.count(row) != len(changed) or not entry.mask[row]:
+            return False
+        nodes = self.ssn.nodes
+        idle = nodes.idle_cols
+        fit = True
+        for col, amount in entry.need:
+            if not idle[col][row] >= amount:
+                fit = False
+                break
+        if not fit:
+            if not entry.pipeline:
+                return False
+            releasing = nodes.releasing_cols
+            for col, amount in entry.need:
+                if not idle[col][row] + releasing[col][row] >= amount:
+                    return False
+        # The row's own flags as an update would set them (it sets them again from the nodes' state).
+        entry.fits_idle[row] = fit
+        entry.candidates[row] = True
+        ctx = entry.ctx
+        ctx.task = task
+        total: Any = 0.0
+        for scorer, part in zip(self.moving_at, entry.parts, strict=True):
+            if scorer is None:
+                values = part.values
+                value = values[row] if isinstance(values, np.ndarray) else values
+            else:
+                found = scorer.at_row(ctx, part, row)
+                if found is None or not found[1]:
+                    return False
+                value = found[0]
+            total = total + value
+        if not total >= entry.sums[-1][row]:
+            return False
+        entry.seen = len(log)
+        return True
 
     def _start(self, task: PodInfo, vec: np.ndarray, filtered: list[np.ndarray], pipeline: bool, pos: int) -> _Entry:
         ssn = self.ssn

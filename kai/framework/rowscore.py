@@ -8,6 +8,11 @@ or taken away by a rollback). The values must be exactly what calling the scorer
 that cached and uncached placements pick the same node, and finite (the cache keeps -inf at rows that
 are not candidates and adds scores to it).
 
+`at_row(ctx, scored, row)` lets the cache skip an update altogether while one row alone changes (the
+node the last pod of that kind went to): the value `update` would give at that row, and whether it
+would leave every other row's value at most what `scored` holds, without changing anything (None:
+not known; the cache then updates).
+
 `signature(task)` names everything of the task the score depends on, besides the node state and the
 context's arrays (None: this task cannot be scored incrementally; the placement core then calls the
 scorer as a plain one).
@@ -51,6 +56,12 @@ class RowScorer:
         if isinstance(values, np.ndarray):
             values = values.copy()  # the scorer may hand out an array it keeps: the cache changes its copy
         return Scored(values)
+
+    def at_row(self, ctx: PlacementContext, scored: Scored, row: int) -> tuple[float, bool] | None:
+        """After only `row` changed (and the context's flags at it were brought up to date): the value an
+        update would give at `row`, and whether it would keep every other row's value at most what
+        `scored` holds now. Changes nothing. None: not known."""
+        return None
 
     def update(self, ctx: PlacementContext, scored: Scored, rows: list[int]) -> bool:
         """Bring `scored` up to date after the node rows `rows` changed. True: only those rows of

@@ -8,21 +8,35 @@ all of it, and `commit` turns it into decisions.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from weakref import WeakKeyDictionary
 
 import numpy as np
 
-from kai.framework.decisions import Binding, Eviction, Pipelining
+from kai.framework.decisions import Eviction, Pipelining, new_binding
 from kai.framework.session import Session
 from kai.model import PodInfo, PodStatus
 
+_MOVED: WeakKeyDictionary[Session, list[PodInfo]] = WeakKeyDictionary()
 
-def _move(task: PodInfo, status: PodStatus) -> None:
-    """Change the task's status, keeping its sub-group's status counters right."""
+
+def moved_pods(ssn: Session) -> list[PodInfo]:
+    """Every pod a statement of the session changed the status of, in the order it did (a pod once per
+    change). A statement is the only thing that changes a pod within a session, so the pods that may
+    differ from how a scan at some moment saw them are those logged since (see kai.framework.jobscan)."""
+    log = _MOVED.get(ssn)
+    if log is None:
+        log = _MOVED[ssn] = []
+    return log
+
+
+def _move(task: PodInfo, status: PodStatus, log: list[PodInfo]) -> None:
+    """Change the task's status, keeping its sub-group's status counters right (and the session's log)."""
     old = task.status
     task.status = status
     owner = task.owner
     if owner is not None:
         owner.moved(old, status)
+    log.append(task)
 
 
 @dataclass(slots=True)
@@ -43,37 +57,47 @@ class _Op:
 class Statement:
     def __init__(self, ssn: Session) -> None:
         self.ssn = ssn
+        self.moved = moved_pods(ssn)
         self.ops: list[_Op] = []
         self.closed = False
 
     # -- operations -------------------------------------------------------------------------------
     def allocate(self, task: PodInfo, node: str) -> None:
         """Place the task on idle resources of the node; it will be bound."""
-        self.ssn.touch(task)
-        nodes = self.ssn.nodes
-        row = nodes.index[node]
-        nodes.idle[row] -= self.ssn.vector(task)
+        self.allocate_row(task, self.ssn.nodes.index[node])
+
+    def allocate_row(self, task: PodInfo, row: int) -> None:
+        """`allocate` on the node of that row of the session's nodes."""
+        ssn = self.ssn
+        ssn.touch(task)
+        nodes = ssn.nodes
+        nodes.idle[row] -= ssn.vector(task)
         nodes.changed.append(row)
-        op = _Op("allocate", task, row, task.status, task.node, prev_groups=task.gpu_groups)
-        _move(task, PodStatus.ALLOCATED)
-        task.node = node
+        op = _Op("allocate", task, row, task.status, task.node, None, None, task.gpu_groups)
+        _move(task, PodStatus.ALLOCATED, self.moved)
+        task.node = nodes.names[row]
         if task.gpu.is_shared:
-            op.gpu_undo, _ = self.ssn.gpus.take(row, task, self.ssn.gpu_key)
+            op.gpu_undo, _ = ssn.gpus.take(row, task, ssn.gpu_key)
         self.ops.append(op)
-        self.ssn.fire_allocate(task)
+        for fn in ssn.hooks.on_allocate:
+            fn(task)
 
     def pipeline(self, task: PodInfo, node: str) -> None:
         """Place the task on resources that are still being released; it waits for them."""
+        self.pipeline_row(task, self.ssn.nodes.index[node])
+
+    def pipeline_row(self, task: PodInfo, row: int) -> None:
+        """`pipeline` on the node of that row of the session's nodes."""
         self.ssn.touch(task)
         nodes = self.ssn.nodes
-        row = nodes.index[node]
+        node = nodes.names[row]
         vec = self.ssn.vector(task)
         taken = np.minimum(vec, np.maximum(nodes.releasing[row], 0.0))
         nodes.releasing[row] -= taken
         nodes.idle[row] -= vec - taken
         nodes.changed.append(row)
         op = _Op("pipeline", task, row, task.status, task.node, from_releasing=taken, prev_groups=task.gpu_groups)
-        _move(task, PodStatus.PIPELINED)
+        _move(task, PodStatus.PIPELINED, self.moved)
         task.node = node
         if task.gpu.is_shared:
             op.gpu_undo, _ = self.ssn.gpus.take(row, task, self.ssn.gpu_key)
@@ -105,7 +129,7 @@ class Statement:
                 prev_groups=task.gpu_groups,
             )
         )
-        _move(task, PodStatus.RELEASING)
+        _move(task, PodStatus.RELEASING, self.moved)
         self.ssn.fire_deallocate(task)
 
     def convert_to_pipelined(self, job_key: str) -> None:
@@ -114,7 +138,7 @@ class Statement:
             if op.kind == "allocate" and op.task.job_key == job_key and op.task.status is PodStatus.ALLOCATED:
                 op.kind = "pipeline"
                 op.from_releasing = np.zeros_like(self.ssn.vector(op.task))
-                _move(op.task, PodStatus.PIPELINED)
+                _move(op.task, PodStatus.PIPELINED, self.moved)
 
     def unevict(self, task: PodInfo) -> None:
         """Forget that the task was evicted and placed again: it was pipelined back onto the node (and
@@ -145,7 +169,7 @@ class Statement:
         if task.gpu.is_shared and evicted.row >= 0:
             self.ssn.gpus.release(evicted.row, task, sign=-1.0)
             nodes.changed.append(evicted.row)
-        _move(task, evicted.prev_status)
+        _move(task, evicted.prev_status, self.moved)
         task.node, task.gpu_groups = evicted.prev_node, evicted.prev_groups
         del self.ops[pl]
         del self.ops[ev]
@@ -175,11 +199,11 @@ class Statement:
                     nodes.releasing[op.row] -= vec
                     if op.task.gpu.is_shared:
                         self.ssn.gpus.release(op.row, op.task, sign=-1.0)
-                _move(op.task, op.prev_status)
+                _move(op.task, op.prev_status, self.moved)
                 self.ssn.fire_allocate(op.task)
             if op.gpu_undo is not None:
                 self.ssn.gpus.untake(op.row, op.task, op.gpu_undo)
-            _move(op.task, op.prev_status)
+            _move(op.task, op.prev_status, self.moved)
             op.task.node, op.task.gpu_groups = op.prev_node, op.prev_groups
 
     def discard(self) -> None:
@@ -191,7 +215,7 @@ class Statement:
         for op in self.ops:
             task = op.task
             if op.kind == "allocate":
-                decisions.bindings.append(Binding(task.key, task.node, task.gpu_groups))
+                decisions.bindings.append(new_binding(task.key, task.node, task.gpu_groups))
             elif op.kind == "pipeline":
                 decisions.pipelined.append(Pipelining(task.key, task.node))
             else:

@@ -34,6 +34,9 @@ class _Scorer(RowScorer):
     def start(self, ctx: PlacementContext) -> Scored:
         return Scored(ctx.fits_idle * SCORE)
 
+    def at_row(self, ctx: PlacementContext, kept: Scored, row: int) -> tuple[float, bool]:
+        return (SCORE if ctx.fits_idle[row] else 0.0), True
+
     def update(self, ctx: PlacementContext, kept: Scored, rows: list[int]) -> bool:
         values, fits_idle = kept.values, ctx.fits_idle
         for row in rows:

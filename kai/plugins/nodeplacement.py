@@ -117,6 +117,71 @@ class _Scorer(RowScorer):
             state.count[0] = 0
         return Scored(plugin.score(ctx), state)
 
+    def at_row(self, ctx: PlacementContext, kept: Scored, row: int) -> tuple[float, bool] | None:
+        state = kept.state
+        nodes = self.plugin.ssn.nodes
+        free = nodes.idle_cols[state.col][row] + nodes.releasing_cols[state.col][row]
+        if isinstance(state, _Spread):
+            return (free / state.denominator[row] if state.valid[row] else 0.0), True
+        assert isinstance(state, _Binpack)
+        bounds = state.bounds
+        if state.codes is None or bounds is None or not isinstance(kept.values, np.ndarray):
+            return None
+        # The other scored rows' amounts, least first, and the values they hold now: fixed until the next
+        # update, which is the only thing that changes the state (and forgets this).
+        others = state.others
+        if others is None or others[0] != row:
+            mine = state.scored_code[row]
+            count, levels = state.count, state.levels
+            amounts = [float(levels[c - 1]) for c in state.order if count[c] - (c == mine) > 0]
+            old_low, old_high = bounds
+            if old_high - old_low <= 1e-9:
+                held = [MAX_SCORE] * len(amounts)
+            else:
+                held = [MAX_SCORE * (1.0 - (a - old_low) / (old_high - old_low)) for a in amounts]
+            # This row's amount when the values were computed, if every amount there is a whole number
+            # (exact differences), else None.
+            was = float(levels[mine - 1]) if mine else None
+            if was is None or not all(_whole(a) for a in (*amounts, was, old_low, old_high)):
+                was = None
+            others = state.others = (row, amounts, held, was)
+        amounts = others[1]
+        # The bounds an update would find: those amounts, and this row's new one if it is still scored.
+        has = state.has[row]
+        scored = bool(ctx.candidates[row]) and has
+        if scored:
+            low = free if not amounts or free < amounts[0] else amounts[0]
+            high = free if not amounts or free > amounts[-1] else amounts[-1]
+        elif amounts:
+            low, high = amounts[0], amounts[-1]
+        else:
+            return None
+        low, high = float(low), float(high)
+        flat = high - low <= 1e-9
+        if not has:
+            value = 0.0
+        elif flat:
+            value = MAX_SCORE
+        else:
+            value = MAX_SCORE * (1.0 - (free - low) / (high - low))
+        if (low, high) == bounds:
+            return value, True
+        # Every other scored row's value is its amount's, under the new bounds against the ones it holds.
+        if flat:
+            return value, all(old >= MAX_SCORE for old in others[2])
+        was = others[3]
+        if was is not None and scored and free <= was and _whole(free):
+            # The row was scored and its amount fell: the bounds can only have come down (the least to at
+            # most the old least, the most to at most the old most), so each other amount lies a larger
+            # share of the way up from the least, in exact arithmetic. With whole numbers every difference
+            # is exact and one rounded division keeps that order: no value rose.
+            return value, True
+        span = high - low
+        for amount, old in zip(amounts, others[2], strict=True):
+            if MAX_SCORE * (1.0 - (amount - low) / span) > old:
+                return value, False
+        return value, True
+
     def update(self, ctx: PlacementContext, kept: Scored, rows: list[int]) -> bool:
         state = kept.state
         nodes = self.plugin.ssn.nodes
@@ -162,6 +227,7 @@ class _Scorer(RowScorer):
             now = _counted_bounds(state.levels, state.order, state.count)
         else:
             now = _bounds(low_of, high_of)
+        state.others = None
         bounds, state.bounds = state.bounds, now
         if now is None:
             if bounds is None:
@@ -218,6 +284,7 @@ class _Binpack:
         "levels",
         "low_of",
         "order",
+        "others",
         "scored_code",
     )
 
@@ -231,6 +298,14 @@ class _Binpack:
         self.scored_code: list[int] = []  # per row: its code while it is a scored candidate, else 0
         self.count: list[int] = []  # per code: scored rows with it
         self.order: list[int] = []  # the codes by their free amount, least first
+        # at_row's memo, until an update: (row, the other scored rows' amounts least first, their values,
+        # the row's own amount then if every amount is a whole number)
+        self.others: tuple[int, list[float], list[float], float | None] | None = None
+
+
+def _whole(amount: float) -> bool:
+    """A whole number small enough that differences of such numbers are exact in floats."""
+    return float(amount).is_integer() and abs(amount) < 2.0**52
 
 
 def _bounds(low_of: np.ndarray, high_of: np.ndarray) -> tuple[float, float] | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kai.cluster.partition import select
+from kai.cluster.partition import Unlabelled, select
 
 KEY = "kai.scheduler/node-pool"
 
@@ -48,3 +48,16 @@ def test_a_pool_s_shard_sees_its_pool_and_the_pods_bound_to_its_nodes() -> None:
 
 def test_without_a_label_key_nothing_is_filtered() -> None:
     assert select(CLUSTER, "", "a") == CLUSTER
+
+
+def test_the_default_shard_with_a_memo_of_unlabelled_objects_follows_each_change() -> None:
+    memo = Unlabelled()
+    plain = [obj("Node", "n1"), obj("Queue", "q"), obj("Pod", "p", group="pg")]
+    assert select(plain, KEY, "", memo) is plain  # nothing carries the label: the very list
+    again = [*plain, obj("Pod", "p2", group="pg")]
+    assert select(again, KEY, "", memo) is again
+    labelled = [*plain[:1], obj("Node", "n2", "a"), *plain[1:]]  # a node of pool "a" comes
+    # (p names a PodGroup that exists nowhere: its own label, none, puts it in the default shard)
+    assert [o["metadata"]["name"] for o in select(labelled, KEY, "", memo)] == ["n1", "q", "p"]
+    relabelled = [plain[0], obj("Node", "n2"), *plain[1:]]  # the same node, now without the label
+    assert select(relabelled, KEY, "", memo) is relabelled

@@ -64,6 +64,26 @@ def test_list_then_watch_keeps_the_store_equal_to_the_server(
         r.stop()
 
 
+def test_managed_fields_are_left_out_of_the_store_only_when_asked(
+    kube: Kube, live_cluster: LiveCluster, namespace: str
+) -> None:
+    kube.post(CONFIGMAPS.path(namespace), _cm("listed"))
+    plain = Reflector(kube, CONFIGMAPS, namespace=namespace).start()
+    lean = Reflector(kube, CONFIGMAPS, namespace=namespace, drop_managed_fields=True).start()
+    try:
+        assert plain.wait_synced(10) and lean.wait_synced(10)
+        kube.post(CONFIGMAPS.path(namespace), _cm("watched"))
+        for name in ("listed", "watched"):
+            key = f"{namespace}/{name}"
+            live_cluster.wait_for(name, lambda key=key: key in plain.store and key in lean.store)
+            assert plain.store.get(key)["metadata"]["managedFields"]  # the API server keeps them
+            assert "managedFields" not in lean.store.get(key)["metadata"]
+            assert lean.store.get(key)["data"] == {"v": "1"}
+    finally:
+        plain.stop()
+        lean.stop()
+
+
 def test_a_watch_the_server_ends_is_resumed_without_a_relist(
     kube: Kube, live_cluster: LiveCluster, namespace: str
 ) -> None:

@@ -96,10 +96,14 @@ class AllocatableShare:
 
 def _first_over(path: list[QueueAttrs], request: np.ndarray, cap: str, used: str) -> tuple[QueueAttrs, int] | None:
     """The first queue on the path (leaf first) and resource where used + request exceeds a set cap."""
+    asked = request.tolist()
     for attrs in path:
-        caps, in_use = getattr(attrs, cap), getattr(attrs, used)
+        caps = getattr(attrs, cap).tolist()
+        if caps[0] == caps[1] == caps[2] == UNLIMITED:
+            continue
+        in_use = getattr(attrs, used).tolist()
         for col in range(3):
-            if caps[col] != UNLIMITED and request[col] > 0 and in_use[col] + request[col] > caps[col] + 1e-9:
+            if caps[col] != UNLIMITED and asked[col] > 0 and in_use[col] + asked[col] > caps[col] + 1e-9:
                 return attrs, col
     return None
 
@@ -125,6 +129,8 @@ class ProportionPlugin:
         self._vectors: dict[object, np.ndarray] = {}
         self._paths: dict[str, list[QueueAttrs]] = {}
         self._job_requests: dict[str, np.ndarray] = {}
+        self._amounts: dict[int, tuple[np.ndarray, float, float, float]] = {}  # id(queue vector) -> it, as floats
+        self._by_id: dict[tuple[int, int], tuple[Any, Any, np.ndarray]] = {}  # (id(requests), id(gpu)) -> them, vector
         self._order_keys: dict[str, tuple[str, tuple[Any, ...]]] = {}
         # per queue, its order key per request of the job next (until the queue's allocation changes)
         self._order_by_request: dict[str, dict[bytes, tuple[Any, ...]]] = {}
@@ -239,10 +245,17 @@ class ProportionPlugin:
 
     def queue_vector(self, pod: PodInfo) -> np.ndarray:
         """What the pod counts as in queue accounting: (GPUs incl. fractions and MIG, cpu, memory)."""
-        placed_by_memory = pod.gpu.memory_mib > 0 and pod.status in HOLDS_NODE and pod.node in self.ssn.nodes.index
+        gpu = pod.gpu
+        placed_by_memory = gpu.memory_mib > 0 and pod.status in HOLDS_NODE and pod.node in self.ssn.nodes.index
+        if not placed_by_memory:  # the common case at once, by the objects' identity (kept alive in the entry)
+            found = self._by_id.get((id(pod.requests), id(gpu)))
+            if found is not None and found[0] is pod.requests and found[1] is gpu:
+                return found[2]
         # Pods share Resources objects (one per distinct request); the GPU share comes from pod.gpu.
-        key: object = (id(pod.requests), pod.gpu, pod.node) if placed_by_memory else (id(pod.requests), pod.gpu)
+        key: object = (id(pod.requests), gpu, pod.node) if placed_by_memory else (id(pod.requests), gpu)
         vec = self._vectors.get(key)
+        if vec is not None and not placed_by_memory:
+            self._by_id[(id(pod.requests), id(gpu))] = (pod.requests, gpu, vec)
         if vec is None:
             if placed_by_memory:  # a placed gpu-memory pod counts as its portion of that node's GPUs
                 row = self.ssn.nodes.index[pod.node]
@@ -253,6 +266,8 @@ class ProportionPlugin:
                 gpus = pod.requests.get(GPU) + pod.gpu.dra  # DRA claims' GPUs, as KAI books them
             vec = np.array([gpus, pod.requests.get(CPU), pod.requests.get(MEMORY)])
             self._vectors[key] = vec
+            if not placed_by_memory:
+                self._by_id[(id(pod.requests), id(gpu))] = (pod.requests, gpu, vec)
         return vec
 
     def _path(self, queue: str) -> list[QueueAttrs]:
@@ -270,14 +285,22 @@ class ProportionPlugin:
 
     def _on_change(self, task: PodInfo, sign: float) -> None:
         job = self.ssn.jobs.get(task.job_key)
-        if job is None or job.queue not in self.attrs:
+        if job is None:
             return
-        path = self._path(job.queue)
-        self._add(job, sign * self.queue_vector(task), path)
+        path = self._paths.get(job.queue)
+        if path is None:
+            if job.queue not in self.attrs:
+                return
+            path = self._path(job.queue)
+        elif not path:  # a queue the session does not know
+            return
+        vec = self.queue_vector(task)
+        self._add(job, vec if sign == 1.0 else sign * vec, path)  # 1.0 * vec is vec
         self._job_requests.pop(job.key, None)
+        order_keys, by_request = self._order_keys, self._order_by_request
         for attrs in path:
-            self._order_keys.pop(attrs.queue.name, None)
-            self._order_by_request.pop(attrs.queue.name, None)
+            order_keys.pop(attrs.queue.name, None)
+            by_request.pop(attrs.queue.name, None)
 
     # -- fair share ---------------------------------------------------------------------------
     def _divide(self) -> None:
@@ -353,10 +376,6 @@ class ProportionPlugin:
         return order
 
     # -- queue order --------------------------------------------------------------------------
-    @staticmethod
-    def _drs(allocated: list[float], allocatable: list[float]) -> float:
-        return max(a / c if c > 0 else a * 1000.0 for a, c in zip(allocated, allocatable, strict=True))
-
     def queue_order_key(self, queue: QueueInfo, job: PodGroupInfo) -> tuple[Any, ...]:
         """KAI's queue order rules 1-7 as a sort key for the queue with this job next (cached until the queue's
         allocation changes, per job and per request: a job counts only by what its next batch asks for).
@@ -380,20 +399,34 @@ class ProportionPlugin:
         """The queue order (rules 1-7) of a queue whose next job asks for `request`, given what the queue
         has `allocated` (smaller key first; an evicting action may pass the allocation minus its victims
         and reverse the order). Every element compares on its own, so two keys tell which rule decides."""
-        req = request.tolist()
-        alloc = allocated.tolist()
-        fair, deserved, allocatable, share = self._order_constants(attrs)
-        with_job = [a + r for a, r in zip(alloc, req, strict=True)]
-        over_used = all(a > f + 1e-9 for a, f in zip(alloc, fair, strict=True))
-        within_deserved = all(d == UNLIMITED or w <= d + 1e-9 for w, d in zip(with_job, deserved, strict=True))
-        zero_share_use = any(c <= 0 < r for c, r in zip(allocatable, req, strict=True))
+        # The rules over the three resources written out (gpu, cpu, memory: the same comparisons and float
+        # operations, in the same order, as over zipped lists).
+        r0, r1, r2 = request.tolist()
+        a0, a1, a2 = allocated.tolist()
+        (f0, f1, f2), (d0, d1, d2), (c0, c1, c2), share = self._order_constants(attrs)
+        w0, w1, w2 = a0 + r0, a1 + r1, a2 + r2
+        over_used = a0 > f0 + 1e-9 and a1 > f1 + 1e-9 and a2 > f2 + 1e-9
+        within_deserved = (
+            (d0 == UNLIMITED or w0 <= d0 + 1e-9)
+            and (d1 == UNLIMITED or w1 <= d1 + 1e-9)
+            and (d2 == UNLIMITED or w2 <= d2 + 1e-9)
+        )
+        zero_share_use = c0 <= 0 < r0 or c1 <= 0 < r1 or c2 <= 0 < r2
         return (
             over_used,
             not within_deserved,
             -attrs.queue.priority,
             zero_share_use,
-            self._drs(with_job, allocatable),
-            self._drs(alloc, allocatable),
+            max(
+                w0 / c0 if c0 > 0 else w0 * 1000.0,
+                w1 / c1 if c1 > 0 else w1 * 1000.0,
+                w2 / c2 if c2 > 0 else w2 * 1000.0,
+            ),
+            max(
+                a0 / c0 if c0 > 0 else a0 * 1000.0,
+                a1 / c1 if c1 > 0 else a1 * 1000.0,
+                a2 / c2 if c2 > 0 else a2 * 1000.0,
+            ),
             share,
         )
 
@@ -421,15 +454,27 @@ class ProportionPlugin:
             batch = pending  # a gang's whole rest: which pods, in which order, does not matter for the sum
         else:
             batch = tasks_to_allocate(self.ssn, job)
-        for pod in batch:
-            request += self.queue_vector(pod)
+        if batch:
+            request = self._sum(batch)
         self._job_requests[job.key] = request
         return request
+
+    def _sum(self, pods: list[PodInfo]) -> np.ndarray:
+        """The pods' queue vectors summed pod by pod in floats (as `np.zeros(3) + vector + ...` would)."""
+        s0 = s1 = s2 = 0.0
+        amounts = self._amounts
+        for pod in pods:
+            vec = self.queue_vector(pod)
+            found = amounts.get(id(vec))
+            if found is None or found[0] is not vec:
+                found = amounts[id(vec)] = (vec, *vec.tolist())
+            s0, s1, s2 = s0 + found[1], s1 + found[2], s2 + found[3]
+        return np.array([s0, s1, s2])
 
     # -- capacity checks ----------------------------------------------------------------------
     def check_capacity(self, job: PodGroupInfo, tasks: list[PodInfo]) -> Status:
         """Capacity: limits at the leaf and every ancestor; non-preemptible jobs within deserved quota."""
-        request = sum((self.queue_vector(t) for t in tasks), np.zeros(3))
+        request = self._sum(tasks)
         path = self._path(job.queue)
         over = _first_over(path, request, "limit", "allocated")
         if over is not None:

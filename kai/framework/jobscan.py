@@ -1,0 +1,105 @@
+"""One pass over every job's pod counts, shared by stale-gang eviction and the session's close.
+
+Both need to look at every job of the cluster, nearly all of which are plainly running and need
+nothing: stale-gang eviction looks for jobs below their minMember, close gives every job its outcome.
+The pass stale-gang eviction makes also notes the jobs that are plainly running (one sub-group, every
+pod running or just allocated, at least minMember of them: job_outcome's "Running" without a word of
+explanation) with their outcome, and when the session closes, only the other jobs and those whose pods
+a statement moved since then (kai.framework.statement.moved_pods) need looking at again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from weakref import WeakKeyDictionary
+
+from kai.framework.decisions import JobOutcome
+from kai.framework.session import Session
+from kai.framework.statement import moved_pods
+from kai.model import ACTIVE, PodGroupInfo, PodStatus
+
+_PLACED = frozenset({PodStatus.RUNNING, PodStatus.ALLOCATED})
+
+
+@dataclass(slots=True)
+class JobScan:
+    moves: int  # how many moves the session's log held at the pass
+    # Per job, in job order: the outcome of a plainly running job (job_outcome's, one object per queue),
+    # None for any other job.
+    outcomes: list[JobOutcome | None]
+    running: dict[str, JobOutcome]  # those outcomes, per queue
+    others: list[str]  # the jobs that are not plainly running (in job order)
+    to_check: list[str]  # jobs that carry a stale instant or may be stale (in job order)
+
+
+_SCANS: WeakKeyDictionary[Session, JobScan] = WeakKeyDictionary()
+
+
+def plainly_running(job: PodGroupInfo) -> bool:
+    """One sub-group whose pods are all running or allocated, at least minMember of them (and some)."""
+    leaves = job.leaves
+    if len(leaves) != 1:
+        return False
+    sub = leaves[0]
+    total = 0
+    for status, n in sub.counts().items():
+        if n and status not in _PLACED:
+            return False
+        total += n
+    return total > 0 and total >= sub.min_member
+
+
+def _maybe_stale(job: PodGroupInfo) -> bool:
+    """Some sub-group has active pods, fewer than its minMember (a job that may be stale), or the job
+    has several sub-groups (stale-gang eviction then asks its own rule)."""
+    leaves = job.leaves
+    if len(leaves) != 1:
+        return True
+    sub = leaves[0]
+    active = sub.count(ACTIVE)
+    return bool(active) and active < sub.min_member
+
+
+def scan_jobs(ssn: Session) -> JobScan:
+    """The pass over every job of the session, remembered for `last_scan`."""
+    running: dict[str, JobOutcome] = {}  # per queue
+    outcomes: list[JobOutcome | None] = []
+    others: list[str] = []
+    to_check: list[str] = []
+    verdict, other, check = outcomes.append, others.append, to_check.append
+    run, allocated = PodStatus.RUNNING, PodStatus.ALLOCATED
+    for key, job in ssn.jobs.items():
+        leaves = job.leaves
+        if len(leaves) == 1:
+            sub = leaves[0]
+            counts = sub.counts()
+            if len(counts) == 1:  # the common case at once: every pod running (or every pod allocated)
+                n = counts.get(run) or counts.get(allocated)
+                if n and n >= sub.min_member:
+                    outcome = running.get(job.queue)
+                    if outcome is None:
+                        outcome = running[job.queue] = JobOutcome(job.queue, "Running", "", "")
+                    verdict(outcome)
+                    if job.stale_since is not None:
+                        check(key)
+                    continue
+        if plainly_running(job):
+            outcome = running.get(job.queue)
+            if outcome is None:
+                outcome = running[job.queue] = JobOutcome(job.queue, "Running", "", "")
+            verdict(outcome)
+        else:
+            verdict(None)
+            other(key)
+        if job.stale_since is not None or _maybe_stale(job):
+            check(key)
+    scan = _SCANS[ssn] = JobScan(len(moved_pods(ssn)), outcomes, running, others, to_check)
+    return scan
+
+
+def last_scan(ssn: Session) -> tuple[JobScan, set[str]] | None:
+    """The session's last pass, and the jobs whose pods a statement moved since (None: no pass)."""
+    scan = _SCANS.get(ssn)
+    if scan is None:
+        return None
+    return scan, {pod.job_key for pod in moved_pods(ssn)[scan.moves :]}
