@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import random
-from collections import Counter
 from typing import Any
 
 import pytest
 
 import kai.actions.allocate as allocate_action
+from tests.actions.placing import SPREAD, gang, nodes_of, used
 from tests.scenario import bound, node, pod, podgroup, queue, run
-
-SPREAD = {"gpu": "spread", "cpu": "spread"}
 
 
 def config(strategy: dict[str, str] | None = None, actions: str = "allocate") -> dict[str, Any]:
@@ -28,20 +26,6 @@ def config(strategy: dict[str, str] | None = None, actions: str = "allocate") ->
     ]
     plugins.append({"name": "nodeplacement", "arguments": strategy or {}})
     return {"actions": actions, "tiers": [{"plugins": plugins}]}
-
-
-def used(name: str, node_name: str, gpus: int) -> list[dict[str, Any]]:
-    return [podgroup(name, "q"), pod(name, group=name, gpus=gpus, node=node_name)]
-
-
-def gang(name: str, size: int, gpus: int, created: str, cpu: str | None = None) -> list[dict[str, Any]]:
-    objects = [podgroup(name, "q", size, created=created)]
-    objects += [pod(f"{name}-{i}", group=name, gpus=gpus, cpu=cpu, created=created) for i in range(size)]
-    return objects
-
-
-def nodes_of(result: dict[str, Any], job: str) -> Counter[str]:
-    return Counter(n for p, n in bound(result).items() if p.startswith(f"ns/{job}-"))
 
 
 def test_bin_packing_follows_every_placement() -> None:

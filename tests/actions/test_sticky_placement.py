@@ -26,10 +26,9 @@ from kai.framework.config import DEFAULT_ACTIONS, DEFAULT_PLUGINS, SchedulerConf
 from kai.framework.placement import find_node
 from kai.framework.statement import Statement
 from kai.snapshot.builder import build_snapshot
+from tests.actions.placing import SPREAD, gang, nodes_of, used
 from tests.scenario import NOW, bound, node, pod, podgroup, queue, run
 from tests.topology.test_topology import BLOCK, RACK, constraint, topology
-
-SPREAD = {"gpu": "spread", "cpu": "spread"}
 
 
 def config(strategy: dict[str, str] | None = None) -> dict[str, Any]:
@@ -37,19 +36,6 @@ def config(strategy: dict[str, str] | None = None) -> dict[str, Any]:
     plugins = [{"name": n} for n in DEFAULT_PLUGINS]
     plugins[DEFAULT_PLUGINS.index("nodeplacement")]["arguments"] = strategy or {}
     return {"actions": ",".join(DEFAULT_ACTIONS), "tiers": [{"plugins": plugins}]}
-
-
-def used(name: str, node_name: str, gpus: int, deleting: bool = False) -> list[dict[str, Any]]:
-    return [podgroup(name, "q"), pod(name, group=name, gpus=gpus, node=node_name, deleting=deleting)]
-
-
-def gang(name: str, size: int, gpus: int, created: str) -> list[dict[str, Any]]:
-    objects = [podgroup(name, "q", size, created=created)]
-    return objects + [pod(f"{name}-{i}", group=name, gpus=gpus, created=created) for i in range(size)]
-
-
-def nodes_of(result: dict[str, Any], job: str) -> Counter[str]:
-    return Counter(n for p, n in bound(result).items() if p.startswith(f"ns/{job}-"))
 
 
 def test_a_gang_fills_the_fullest_node_then_moves_to_the_next() -> None:
