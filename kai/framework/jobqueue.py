@@ -63,13 +63,18 @@ class JobQueue:
         for job in jobs:
             self.push(job)
 
-    def push(self, job: PodGroupInfo) -> None:
+    def _push_leaf(self, job: PodGroupInfo) -> list[tuple[tuple[Any, ...], int, PodGroupInfo]] | None:
+        """Put `job` on its leaf queue's heap and return the heap (None: its queue is no leaf of the session)."""
         queue = self.ssn.queues.get(job.queue)
         if queue is None or not queue.is_leaf:
-            return
+            return None
         heap = self.heaps.setdefault(job.queue, [])
         heapq.heappush(heap, (self.ssn.job_key(job), next(self._seq), job))
-        if self.depth is not None and len(heap) > self.depth:
+        return heap
+
+    def push(self, job: PodGroupInfo) -> None:
+        heap = self._push_leaf(job)
+        if heap is not None and self.depth is not None and len(heap) > self.depth:
             heap.remove(max(heap))
             heapq.heapify(heap)
 
@@ -243,10 +248,8 @@ class SimulationQueue(JobQueue):
             self.push(job)
 
     def push(self, job: PodGroupInfo) -> None:
-        queue = self.ssn.queues.get(job.queue)
-        if queue is None or not queue.is_leaf:
+        if self._push_leaf(job) is None:
             return
-        heapq.heappush(self.heaps.setdefault(job.queue, []), (self.ssn.job_key(job), next(self._seq), job))
         path = [q.name for q in self.ssn.queue_path(job.queue)]
         if not self._roots.intersection(path):
             return  # under no top-level queue the order compares: never popped
