@@ -6,6 +6,9 @@ targets (issue 12) with a flag on each miss:
   peak memory from the child process's own resource usage;
 * an L round with nothing to do: the cycle (and the apply step of `kai simulate`) on the cluster
   as the first rounds left it, the first quiet round (a full cycle) and the next (answered from it);
+* an L round after a round with decisions: the second round of `kai simulate --rounds` (the first
+  bound, pipelined and evicted pods, so it runs in full), its session opened from the first round's
+  (kai.cycle.SessionReuse: only the pod groups the decisions replaced are read again) and from scratch;
 * `kai --help`: the start-up of the command.
 
 Times are CPU seconds (the machines are shared); wall time is shown beside them.
@@ -106,6 +109,58 @@ def idle_round(name: str, spec: dict[str, Any], repeat: int = 3) -> dict[str, fl
     print(f"   first quiet round   {full_wall:8.3f} s {full_cpu:8.3f} s   (cycle in full + apply; {decided} decisions)")
     print(f"   next quiet round    {quiet_wall:8.3f} s {quiet_cpu:8.3f} s   (answered from the first + apply)")
     return {"wall": quiet_wall, "cpu": quiet_cpu, "full_wall": full_wall, "full_cpu": full_cpu}
+
+
+def busy_round(name: str, spec: dict[str, Any], repeat: int = 2) -> dict[str, float]:
+    """The round after a round with decisions, as `kai simulate --rounds` runs it: open_session and the
+    whole cycle, with the session opened from the first round's and from scratch (same decisions)."""
+    result = build_snapshot(cluster(spec), now=NOW)
+    owners = pod_owners(result.snapshot)
+    config = SchedulerConfig()
+    first = result.snapshot
+    gc.collect()
+    gc.freeze()
+    best: dict[tuple[bool, str], tuple[float, float]] = {}
+    decided: dict[bool, int] = {}
+    read: dict[bool, int] = {}
+    for _ in range(repeat):
+        for reuse in (True, False):
+            runner = CycleRunner(config, reuse=reuse)
+            state = apply_decisions(first, runner.run(first, changed=False), owners)
+            steps: dict[str, tuple[float, float]] = {}
+
+            def timed(step: str, fn: Any, steps: dict[str, tuple[float, float]] = steps) -> None:
+                start, cpu = time.perf_counter(), time.process_time()
+                fn()
+                steps[step] = (time.perf_counter() - start, time.process_time() - cpu)
+
+            start, cpu = time.perf_counter(), time.process_time()
+            decisions = run_cycle(state, config, timed, reuse=runner.reuse)
+            steps["cycle"] = (time.perf_counter() - start, time.process_time() - cpu)
+            decided[reuse] = len(decisions.bindings) + len(decisions.evictions) + len(decisions.pipelined)
+            kept = runner.reuse.last if runner.reuse is not None else None
+            read[reuse] = len(state.podgroups) - (kept.table.reused if kept is not None else 0)
+            for step in ("open_session", "cycle"):
+                old = best.get((reuse, step))
+                if old is None or steps[step][1] < old[1]:
+                    best[(reuse, step)] = steps[step]
+    gc.unfreeze()
+    print(f"\n== {name} round after a round with decisions (kai simulate --rounds 2, second round)")
+    print(f"   {'':<44} {'wall':>8}   {'CPU':>8}")
+    for reuse, label in ((True, "from the first round's session"), (False, "from scratch")):
+        wall, cpu = best[(reuse, "open_session")]
+        line = f"open_session, {label}"
+        print(f"   {line:<44} {wall:8.3f} s {cpu:8.3f} s   ({read[reuse]} pod groups read)")
+    for reuse, label in ((True, "from the first round's session"), (False, "from scratch")):
+        wall, cpu = best[(reuse, "cycle")]
+        line = f"whole cycle, {label}"
+        print(f"   {line:<44} {wall:8.3f} s {cpu:8.3f} s   ({decided[reuse]} decisions)")
+    return {
+        "open_cpu": best[(True, "open_session")][1],
+        "open_scratch_cpu": best[(False, "open_session")][1],
+        "cpu": best[(True, "cycle")][1],
+        "scratch_cpu": best[(False, "cycle")][1],
+    }
 
 
 def help_time(repeat: int = 3) -> dict[str, float]:

@@ -21,7 +21,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from endtoend import file_scenario, help_time, idle_round, print_targets
+from endtoend import busy_round, file_scenario, help_time, idle_round, print_targets
 from generate import cluster
 
 from kai.cycle import run_cycle
@@ -159,7 +159,14 @@ def main() -> None:
     parser.add_argument(
         "--end-to-end",
         default="L",
-        help="sizes to run as `kai simulate` on a JSON file and as a round with nothing to do ('' for none)",
+        help=(
+            "sizes to run as `kai simulate` on a JSON file and as a round with nothing to do ('' for none)"
+        ),
+    )
+    parser.add_argument(
+        "--busy-round",
+        default=None,
+        help="sizes to run as a round after a round with decisions (default: those of --end-to-end; '' for none)",
     )
     args = parser.parse_args()
     specs = resolve(yaml.safe_load((Path(__file__).parent / "scenarios.yaml").read_text())["sizes"])
@@ -173,6 +180,10 @@ def main() -> None:
         results[f"idle:{name}"] = idle_round(name, specs[name])
         gc.collect()
         results[f"file:{name}"] = file_scenario(name, specs[name])
+    busy = args.end_to_end if args.busy_round is None else args.busy_round
+    for name in filter(None, busy.split(",")):
+        results[f"busy:{name}"] = busy_round(name, specs[name])
+        gc.collect()
     results["help"] = help_time()
     MISSES.extend(print_targets(results))
     if MISSES:

@@ -19,7 +19,7 @@ from kai.framework.config import KAI_PLUGINS, SchedulerConfig
 from kai.framework.decisions import Decisions, JobOutcome
 from kai.framework.placement import gang_not_ready_message
 from kai.framework.plugin import plugin_factory
-from kai.framework.session import Session
+from kai.framework.session import Opened, Session
 from kai.model import ClusterSnapshot, PodGroupInfo, PodStatus
 
 del kai.actions  # imported for its registrations
@@ -35,13 +35,47 @@ def known_actions() -> set[str]:
     return registered_actions()
 
 
+class SessionReuse:
+    """What the last cycle's session read from its snapshot (kai.framework.session.Opened), for the next
+    cycle on the same cluster to start from, kept by whoever runs cycle after cycle (CycleRunner, the
+    live loop). The next session copies what holds still (the rows of every pod group that is the same
+    object, the node arrays when the nodes are the same objects) and reads the rest; it is the same
+    session as one opened from scratch.
+
+    `changed`: keys of pod groups whose pods the caller changed in place since the last cycle (a pod
+    group replaced by another object, as `kai simulate`'s apply step and the live snapshot do, needs no
+    mention); emptied by each cycle."""
+
+    def __init__(self) -> None:
+        self.last: Opened | None = None
+        self.changed: set[str] = set()
+        self.opened = 0  # sessions opened, and how many of them from the last one
+        self.reused = 0
+
+    def forget(self) -> None:
+        """Read everything from the snapshot in the next cycle."""
+        self.last = None
+
+
 def open_session(
-    snapshot: ClusterSnapshot, config: SchedulerConfig, plugin_step: ActionRunner | None = None
+    snapshot: ClusterSnapshot,
+    config: SchedulerConfig,
+    plugin_step: ActionRunner | None = None,
+    reuse: SessionReuse | None = None,
 ) -> tuple[Session, list[str]]:
     """The session with the configured plugins open; plugins kai lacks are skipped (the configuration
     reader warned about those a file names), and returned as warnings for the caller.
-    `plugin_step(name, step)`, when given, wraps each plugin's OnSessionOpen (to time it)."""
-    ssn = Session(snapshot, config)
+    `plugin_step(name, step)`, when given, wraps each plugin's OnSessionOpen (to time it). `reuse`: start
+    from the last session it kept, and keep this one's."""
+    if reuse is None:
+        ssn = Session(snapshot, config)
+    else:
+        previous, changed = reuse.last, reuse.changed
+        reuse.last, reuse.changed = None, set()
+        ssn = Session(snapshot, config, previous, changed)
+        reuse.last = ssn.opened
+        reuse.opened += 1
+        reuse.reused += previous is not None and ssn.table.reused > 0
     warnings = []
     for option in config.plugins:
         factory = plugin_factory(option.name)
@@ -132,28 +166,34 @@ def run_cycle(
     config: SchedulerConfig,
     run_step: ActionRunner = _run_directly,
     plugin_step: ActionRunner | None = None,
+    reuse: SessionReuse | None = None,
 ) -> Decisions:
     """Run one cycle. `run_step(name, step)` wraps each phase, and `plugin_step(plugin, step)` each
-    plugin's session opening, so that adapters can time them (the core reads no clock)."""
+    plugin's session opening, so that adapters can time them (the core reads no clock). `reuse`: the
+    session starts from what the last one read (see SessionReuse), and is kept there for the next."""
     # The cycle allocates hundreds of thousands of short-lived, acyclic objects over a large live heap;
     # the cyclic collector would rescan that heap again and again (half the cycle at 50,000 pods).
     # Pause it for the cycle; the few cycles a session leaves are collected once it is re-enabled.
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _run_cycle(snapshot, config, run_step, plugin_step)
+        return _run_cycle(snapshot, config, run_step, plugin_step, reuse)
     finally:
         if collecting:
             gc.enable()
 
 
 def _run_cycle(
-    snapshot: ClusterSnapshot, config: SchedulerConfig, run_step: ActionRunner, plugin_step: ActionRunner | None
+    snapshot: ClusterSnapshot,
+    config: SchedulerConfig,
+    run_step: ActionRunner,
+    plugin_step: ActionRunner | None,
+    reuse: SessionReuse | None,
 ) -> Decisions:
     box: dict[str, Session] = {}
 
     def open_step() -> None:
-        box["ssn"] = open_session(snapshot, config, plugin_step)[0]
+        box["ssn"] = open_session(snapshot, config, plugin_step, reuse)[0]
 
     try:
         run_step("open_session", open_step)
@@ -211,11 +251,16 @@ class CycleRunner:
       `fetchInterval`) must be what the last cycle saw.
 
     Every other cycle runs in full. The Decisions returned for a skipped cycle is the last cycle's
-    own object: callers must not change it."""
+    own object: callers must not change it.
 
-    def __init__(self, config: SchedulerConfig, cycle: CycleFn | None = None) -> None:
+    A cycle that runs opens its session from the last one's (`reuse`, a SessionReuse, unless
+    `reuse=False`): only the pod groups that are new objects since are read again. A caller with its
+    own `cycle` function passes `runner.reuse` to `run_cycle` itself."""
+
+    def __init__(self, config: SchedulerConfig, cycle: CycleFn | None = None, reuse: bool = True) -> None:
         self.config = config
-        self._cycle: CycleFn = cycle if cycle is not None else run_cycle
+        self.reuse: SessionReuse | None = SessionReuse() if reuse else None
+        self._cycle: CycleFn = cycle if cycle is not None else self._run
         self._last: Decisions | None = None
         self._now = 0.0
         self._usage: dict[str, dict[str, float]] = {}
@@ -235,6 +280,9 @@ class CycleRunner:
         self.ran += 1
         self._remember(snapshot, decisions)
         return decisions
+
+    def _run(self, snapshot: ClusterSnapshot, config: SchedulerConfig) -> Decisions:
+        return run_cycle(snapshot, config, reuse=self.reuse)
 
     def forget(self) -> None:
         """Run the next cycle in full whatever the caller says."""

@@ -241,7 +241,9 @@ class Scheduler:
 
     def _cycle(self, snapshot: ClusterSnapshot, config: SchedulerConfig) -> Decisions:
         run_step, plugin_step = self._steps
-        return run_cycle(snapshot, config, run_step, plugin_step)
+        # The session starts from the last one's (kai.cycle.SessionReuse): the incremental snapshot keeps
+        # the pod groups and nodes nothing changed as the same objects, and builds new ones for the rest.
+        return run_cycle(snapshot, config, run_step, plugin_step, self.runner.reuse)
 
     def _build(self, view: CacheView, now: float) -> tuple[list[dict[str, Any]], BuildResult, bool]:
         """The cycle's snapshot from the view (and whether it is the last one again, at `now`: the view

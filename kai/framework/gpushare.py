@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import attrgetter, eq, methodcaller
 from typing import Any
 
 import numpy as np
@@ -75,7 +77,11 @@ class SharedGpus:
         releasing: np.ndarray,
         gpu_col: int,
         node_state: Any = None,
+        node_arrays: tuple[np.ndarray, np.ndarray] | None = None,
+        resource_names: Collection[str] | None = None,
     ) -> None:
+        """`node_arrays`: what `node_arrays()` of an earlier SharedGpus on the same nodes returned;
+        `resource_names`: every resource name the nodes' allocatable has, when the caller knows them."""
         self.index = node_index
         self.node_state = node_state  # the session's NodeState: told when a GPU starts being released
         self.idle = idle  # the session's node arrays (shared, updated in place)
@@ -86,8 +92,15 @@ class SharedGpus:
         width = max(1, int(idle[:, gpu_col].max(initial=0)))
         self.free_now = np.full((len(snapshot.nodes), width), -np.inf)
         self.free_later = np.full((len(snapshot.nodes), width), -np.inf)
-        self.node_memory = np.array([_node_gpu_memory(n.gpu_memory_mib) for n in snapshot.nodes], dtype=float)
-        self.mig = np.array([is_mig_node(n) for n in snapshot.nodes], dtype=bool)
+        if node_arrays is not None:
+            self.node_memory, self.mig = node_arrays
+        else:
+            self.node_memory = np.array([_node_gpu_memory(n.gpu_memory_mib) for n in snapshot.nodes], dtype=float)
+            self.mig = mig_nodes(snapshot.nodes, resource_names)
+
+    def node_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """The per-node facts read from the nodes (GPU memory per device, MIG), which never change."""
+        return self.node_memory, self.mig
 
     # -- loading pods that already hold GPUs ---------------------------------------------------------
     def hold(self, pod: PodInfo) -> None:
@@ -255,6 +268,25 @@ def is_mig_node(node: NodeInfo) -> bool:
         or node.labels.get(keys.MIG_STRATEGY_NODE_LABEL) in ("single", "mixed")
         or any(r.startswith(keys.MIG_RESOURCE_PREFIX) for r in node.allocatable.names())
     )
+
+
+def mig_nodes(nodes: list[NodeInfo], resource_names: Collection[str] | None = None) -> np.ndarray:
+    """`is_mig_node` of every node, with the labels read in C and each node's resource names looked at
+    only when some node has a MIG resource (`resource_names`: every name the nodes have, if known)."""
+    count = len(nodes)
+    labels = list(map(attrgetter("labels"), nodes))
+    enabled = np.fromiter(
+        map(eq, map(methodcaller("get", keys.MIG_ENABLED_NODE_LABEL), labels), repeat("true")), dtype=bool, count=count
+    )
+    strategy = map(methodcaller("get", keys.MIG_STRATEGY_NODE_LABEL), labels)
+    mig = enabled | np.fromiter(map(("single", "mixed").__contains__, strategy), dtype=bool, count=count)
+    if resource_names is None or any(r.startswith(keys.MIG_RESOURCE_PREFIX) for r in resource_names):
+        mig |= np.fromiter(
+            (any(r.startswith(keys.MIG_RESOURCE_PREFIX) for r in n.allocatable.names()) for n in nodes),
+            dtype=bool,
+            count=count,
+        )
+    return mig
 
 
 def _node_gpu_memory(mib: int) -> float:

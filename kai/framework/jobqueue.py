@@ -7,13 +7,16 @@ queue's first job; for a parent queue, as in KAI, whatever stands for the child 
 from, while that child still has jobs - its children are ordered again only at the next pop from it.
 So after a department's team ran a job, the department is ranked by that team's next job, even if
 another of its teams would now rank first inside it.
+
+An eviction simulation orders a few stand-in jobs among every other pending job of the session, which
+only rank their queues (`SimulationQueue` over `FixedJobs`: the same order, at the cost of the few).
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from typing import Any
 
 from kai.framework.session import Session
@@ -137,3 +140,196 @@ class JobQueue:
             for queue in self.ssn.queue_path(job.queue):
                 self.keys.pop(queue.name, None)
         return job
+
+
+Entry = tuple[tuple[Any, ...], int, PodGroupInfo, str]  # job order key, position given, job, job key
+
+
+class FixedJobs:
+    """Jobs that take their place in the queue order of many short-lived queues without ever being handed
+    out (an eviction simulation's other pending jobs: while one heads its queue, it is what the queue is
+    ranked by): those of `jobs` that `member` holds true for, per leaf queue in job order (ties in the order
+    given), for a `SimulationQueue` to merge with the few jobs pushed into it.
+
+    `update` says that pods may have changed status since: a leaf queue's jobs are looked at again when it
+    is next asked for, and sorted again only if one of them changed (`member` and the job order read the
+    job alone - priority, its pods' statuses - so they hold while the job's `version` does). Between two
+    updates the jobs must not change."""
+
+    def __init__(self, ssn: Session, jobs: list[PodGroupInfo], member: Callable[[PodGroupInfo], bool]) -> None:
+        self.ssn = ssn
+        self.jobs = jobs
+        self.member = member
+        unseen = object()
+        # per job of `jobs`: its version when last looked at, and then its entry if a member
+        self._known: list[tuple[object, Entry | None]] = [(unseen, None)] * len(jobs)
+        self._members: dict[str, list[int]] = {}  # leaf queue -> positions in `jobs` of its jobs
+        self._leaves: dict[str, tuple[int, list[Entry]]] = {}  # leaf queue -> (generation, its members sorted)
+        self._generation = 0
+        queues = ssn.queues
+        for seq, job in enumerate(jobs):
+            queue = queues.get(job.queue)
+            if queue is not None and queue.is_leaf:
+                self._members.setdefault(job.queue, []).append(seq)
+
+    def update(self) -> None:
+        self._generation += 1
+
+    def leaf(self, name: str) -> list[Entry]:
+        """The member jobs of leaf queue `name` in job order (do not change the list)."""
+        kept = self._leaves.get(name)
+        generation = self._generation
+        if kept is not None and kept[0] == generation:
+            return kept[1]
+        members = self._members.get(name)
+        if members is None:
+            return []
+        known, jobs = self._known, self.jobs
+        changed = kept is None
+        for seq in members:
+            job = jobs[seq]
+            version = job.version
+            if known[seq][0] != version:
+                entry = (self.ssn.job_key(job), seq, job, job.key) if self.member(job) else None
+                if entry != known[seq][1]:
+                    changed = True
+                known[seq] = (version, entry)
+        if changed:
+            entries = [e for seq in members if (e := known[seq][1]) is not None]
+            entries.sort(key=lambda e: (e[0], e[1]))
+        else:
+            assert kept is not None
+            entries = kept[1]
+        self._leaves[name] = (generation, entries)
+        return entries
+
+
+class SimulationQueue(JobQueue):
+    """The queue and job order over a few pushed jobs and `fixed` jobs (all of them but those whose key is
+    in `leave_out`): `pop` hands out only the pushed jobs, in exactly the order a `JobQueue` over the pushed
+    jobs followed by the fixed ones would pop them (the fixed jobs popped on the way are dropped).
+    `defer_for_pop` is asked once per pop for a predicate (that must not change while it lasts) over the
+    fixed jobs only: one it holds true for does not stand for its queue.
+
+    Nothing but this queue changes during one `pop`, and between two pops only the allocation of the queues
+    of the job handed out (the caller places it). So it does less than that JobQueue:
+    - a queue's place in the queue order is kept while the job standing for it is the same (across pops,
+      unless it is one of those queues); a fixed job leaves its sorted list by moving an index;
+    - a queue with a pushed job left below it is "live". The job standing for a queue matters only if the
+      queue is compared with a live sibling, or if it stands for its parent and the parent's job matters
+      (at the top level, which keeps no "last popped" child, nothing stands for a parent). Where the
+      parent's job does not matter, its dead children are not compared at all: what one pops changes
+      nothing but the parent's "last popped" child, and a dead queue never comes back to life. A leaf whose
+      job does not matter hands out its pushed jobs in their job order, whatever else waits there."""
+
+    def __init__(
+        self,
+        ssn: Session,
+        fixed: FixedJobs,
+        jobs: Iterable[PodGroupInfo],
+        leave_out: Container[str] = frozenset(),
+        defer_for_pop: Callable[[], Skip] | None = None,
+    ) -> None:
+        self.fixed_jobs = fixed
+        self.fixed: dict[str, list[Entry]] = {}  # leaf queue -> its fixed jobs, as asked for
+        self.leave_out = leave_out
+        self.next: dict[str, int] = {}  # leaf queue -> index of its next fixed job
+        self.pending: dict[int, list[str]] = {}  # id of a pushed job not handed out yet -> its queue path
+        self.live: dict[str, int] = {}  # queue -> pushed jobs in `pending` below it (or in it)
+        self.handed: PodGroupInfo | None = None  # the job the last pop handed out
+        super().__init__(ssn, (), defer_for_pop=defer_for_pop, stable_keys=True)
+        self._roots = set(self.roots)
+        for job in jobs:
+            self.push(job)
+
+    def push(self, job: PodGroupInfo) -> None:
+        queue = self.ssn.queues.get(job.queue)
+        if queue is None or not queue.is_leaf:
+            return
+        heapq.heappush(self.heaps.setdefault(job.queue, []), (self.ssn.job_key(job), next(self._seq), job))
+        path = [q.name for q in self.ssn.queue_path(job.queue)]
+        if not self._roots.intersection(path):
+            return  # under no top-level queue the order compares: never popped
+        self.pending[id(job)] = path
+        live = self.live
+        for name in path:
+            live[name] = live.get(name, 0) + 1
+
+    def _head(self, name: str, skip: Skip | None) -> PodGroupInfo | None:
+        """The leaf's first job of the merged order (a pushed job first on equal keys: it came first)."""
+        heap = self.heaps.get(name)
+        fixed = self.fixed.get(name)
+        if fixed is None:
+            fixed = self.fixed[name] = self.fixed_jobs.leaf(name)
+        if not fixed:
+            return heap[0][2] if heap else None
+        i = self.next.get(name, 0)
+        leave_out = self.leave_out
+        while True:
+            while i < len(fixed) and fixed[i][3] in leave_out:
+                i += 1
+            if i == len(fixed):
+                job = heap[0][2] if heap else None
+                break
+            entry = fixed[i]
+            if heap and heap[0][0] <= entry[0]:
+                job = heap[0][2]
+                break
+            if skip is not None and skip(entry[2]):
+                i += 1  # a fixed job the predicate holds true for does not stand for its queue
+                continue
+            job = entry[2]
+            break
+        self.next[name] = i
+        return job
+
+    def _rep(self, name: str, skip: Skip | None) -> PodGroupInfo | None:
+        if not self.ssn.queues[name].is_leaf:
+            return super()._rep(name, skip)
+        return self._head(name, skip)
+
+    def pop(self) -> PodGroupInfo | None:
+        skip = self.defer_for_pop() if self.defer_for_pop else None
+        keys, handed, live, queues = self.keys, self.handed, self.live, self.ssn.queues
+        assert keys is not None
+        if handed is not None:  # the caller may have placed it: its queues' keys no longer hold
+            for name in self.pending.pop(id(handed), ()):
+                keys.pop(name, None)
+                live[name] -= 1
+            self.handed = None
+        while names := [r for r in self.roots if live.get(r)]:
+            matters = len(names) > 1  # whether the job standing for the queue chosen here matters
+            parent: str | None = None
+            while True:
+                if len(names) == 1:
+                    name, job = names[0], None
+                else:
+                    found = self._choose(names, skip)
+                    if found is None:
+                        return None
+                    name, job = found
+                if parent is not None:
+                    self.last[parent] = name
+                queue = queues[name]
+                if queue.is_leaf:
+                    if not matters:  # its pushed jobs in their order, whatever else waits there
+                        self.handed = heapq.heappop(self.heaps[name])[2]
+                        return self.handed
+                    if job is None:
+                        job = self._head(name, skip)
+                    heap = self.heaps.get(name)
+                    if heap and heap[0][2] is job:
+                        heapq.heappop(heap)
+                        self.handed = job
+                        return job
+                    if job is None:
+                        return None
+                    self.next[name] = self.next.get(name, 0) + 1  # a fixed job: dropped, and on
+                    break
+                if matters:
+                    names = queue.children
+                else:
+                    names = [c for c in queue.children if live.get(c)]
+                    matters = len(names) > 1
+                parent = name
+        return None

@@ -8,8 +8,10 @@ allocate / deallocate event handlers.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
+from itertools import chain
+from operator import attrgetter, is_, methodcaller
 from typing import Any, Protocol
 
 import numpy as np
@@ -17,6 +19,7 @@ import numpy as np
 from kai.framework.config import SchedulerConfig
 from kai.framework.decisions import Decisions
 from kai.framework.gpushare import GpuCandidate, SharedGpus
+from kai.framework.podtable import CODE, PodColumns, PodTable, read_pods, status_mask
 from kai.framework.status import SUCCESS, Status
 from kai.model import (
     ACTIVE,
@@ -28,11 +31,48 @@ from kai.model import (
     PodInfo,
     PodStatus,
     QueueInfo,
+    Resources,
     ResourceSpace,
     SubGroupInfo,
 )
 
 EPS = 1e-9
+_HOLDS = status_mask(HOLDS_NODE)
+_NAME = attrgetter("name")
+_ALLOCATABLE = attrgetter("allocatable")
+_AMOUNTS = attrgetter("amounts")
+_USABLE = attrgetter("usable")
+_GPU_MEMORY = attrgetter("gpu_memory_mib")
+_PENDING_CODE = CODE[PodStatus.PENDING]
+_RELEASING_CODE = CODE[PodStatus.RELEASING]
+
+
+def _add_rows(into: np.ndarray, rows: np.ndarray, amounts: np.ndarray) -> None:
+    """`np.add.at(into, rows, amounts)` for an `into` of zeros, a column at a time with bincount (which adds
+    in the same order, so the sums are the same to the bit, and is many times faster)."""
+    for col in np.flatnonzero(amounts.any(axis=0)).tolist():
+        into[:, col] += np.bincount(rows, weights=amounts[:, col], minlength=len(into))
+
+
+def _subtract_rows(into: np.ndarray, rows: np.ndarray, amounts: np.ndarray) -> None:
+    """`np.subtract.at(into, rows, amounts)`: the same to the bit. Where every number is a whole number
+    and every sum stays below 2**52, each subtraction is exact, so subtracting the per-row sums (bincount)
+    gives what one subtraction at a time gives; otherwise one at a time."""
+    limit = 2.0**52
+    whole = (
+        np.array_equal(amounts, np.rint(amounts))
+        and np.array_equal(into, np.rint(into))
+        and float(np.abs(amounts).sum(axis=0).max(initial=0.0)) + float(np.abs(into).max(initial=0.0)) < limit
+    )
+    if not whole:
+        np.subtract.at(into, rows, amounts)
+        return
+    for col in np.flatnonzero(amounts.any(axis=0)).tolist():
+        into[:, col] -= np.bincount(rows, weights=amounts[:, col], minlength=len(into))
+
+
+def _same_objects(a: list[Any], b: list[Any]) -> bool:
+    return a is b or (len(a) == len(b) and all(map(is_, a, b)))
 
 
 class NodeState:
@@ -41,22 +81,31 @@ class NodeState:
     The arrays are column-major (Fortran order): each resource's column over the nodes is contiguous,
     so that filtering and scoring one request touch only the columns it asks for, without copies.
     `idle_cols[c]` / `releasing_cols[c]` are those column views (valid while the arrays are updated in
-    place, which is the only way the session changes them)."""
+    place, which is the only way the session changes them).
 
-    def __init__(self, nodes: list[NodeInfo], space: ResourceSpace) -> None:
+    `facts`: what `facts()` of an earlier session's NodeState on the same node objects and resource
+    columns returned: the fixed arrays are copied from it instead of read from the nodes again."""
+
+    def __init__(self, nodes: list[NodeInfo], space: ResourceSpace, facts: NodeFacts | None = None) -> None:
         self.infos = nodes
-        self.names = [n.name for n in nodes]
-        self.index = {name: i for i, name in enumerate(self.names)}
         self.space = space
         count, width = len(nodes), len(space.names)
-        self.allocatable = np.zeros((count, width), order="F")
-        column = {name: space.index(name) for name in space.names}
-        for i, node in enumerate(nodes):
-            for name, amount in node.allocatable.amounts.items():
-                self.allocatable[i, column[name]] = amount
+        if facts is not None:
+            self.names, self.index = facts.names, facts.index
+            self.allocatable = facts.allocatable.copy(order="F")
+            self.usable = facts.usable.copy()
+        else:
+            self.names = list(map(_NAME, nodes))
+            self.index = {name: i for i, name in enumerate(self.names)}
+            self.allocatable = np.zeros((count, width), order="F")
+            amounts = list(map(_AMOUNTS, map(_ALLOCATABLE, nodes)))
+            for col, name in enumerate(space.names):  # a column at a time, read in C
+                self.allocatable[:, col] = np.fromiter(
+                    map(methodcaller("get", name, 0.0), amounts), dtype=float, count=count
+                )
+            self.usable = np.fromiter(map(_USABLE, nodes), dtype=bool, count=count)
         self.idle = self.allocatable.copy(order="F")
         self.releasing = np.zeros((count, width), order="F")
-        self.usable = np.array([n.usable for n in nodes], dtype=bool)
         self.gpu_col = space.index(GPU)
         self.has_gpu = self.allocatable[:, self.gpu_col] > 0 if count else np.zeros(0, dtype=bool)
         # False while nothing on any node is being released (find_node then skips the releasing columns).
@@ -70,6 +119,34 @@ class NodeState:
 
     def __len__(self) -> int:
         return len(self.names)
+
+    def facts(self) -> NodeFacts:
+        """The fixed arrays as read (copies: nothing the session does to its arrays reaches them)."""
+        return NodeFacts(self.space, self.names, self.index, self.allocatable.copy(order="F"), self.usable.copy())
+
+
+@dataclass(slots=True, frozen=True)
+class NodeFacts:
+    """What a NodeState read from its nodes that never changes (see NodeState.facts)."""
+
+    space: ResourceSpace
+    names: list[str]
+    index: dict[str, int]
+    allocatable: np.ndarray
+    usable: np.ndarray
+
+
+@dataclass(slots=True)
+class Opened:
+    """What a session read from its snapshot that a later session on the same cluster may start from
+    (`Session(..., previous=...)`): the pod table, the node arrays as the session opened them, and the
+    per-node facts of shared GPUs. Read-only once the session is open."""
+
+    table: PodTable
+    nodes: NodeFacts
+    node_names: frozenset[str]  # resource names the nodes' allocatable name
+    gpu_nodes: tuple[np.ndarray, np.ndarray]  # SharedGpus' per-node GPU memory and MIG flags
+    min_gpu_memory_mib: int
 
 
 @dataclass(slots=True)
@@ -221,7 +298,18 @@ class Hooks:
 
 
 class Session:
-    def __init__(self, snapshot: ClusterSnapshot, config: SchedulerConfig) -> None:
+    """The working state of one cycle. `previous` (the `opened` of an earlier session on the same node
+    objects) lets the session copy what it read then instead of reading it again; `changed`: keys of pod
+    groups whose pods the caller changed in place since (a pod group that is a new object is read anew
+    anyway). The session is the same either way."""
+
+    def __init__(
+        self,
+        snapshot: ClusterSnapshot,
+        config: SchedulerConfig,
+        previous: Opened | None = None,
+        changed: Collection[str] = (),
+    ) -> None:
         self.snapshot = snapshot
         self.config = config
         self.now = snapshot.now
@@ -230,26 +318,29 @@ class Session:
         # state before it first changes it (`touch`), and `restore` puts every touched pod back once the
         # cycle's decisions are taken, so that the snapshot is what it was.
         self.jobs: dict[str, PodGroupInfo] = dict(snapshot.podgroups)
-        self.pods: list[PodInfo] = []  # every pod of `jobs`, job by job (for plugins that scan them all)
-        extend = self.pods.extend
-        pending = PodStatus.PENDING
-        self._with_pending: list[PodGroupInfo] = []  # see jobs_with_pending
-        for job in self.jobs.values():
-            waits = False
-            for sub in job.leaves:  # what `job.pods` holds, without building it
-                extend(sub.pods)
-                waits = waits or sub.counts().get(pending, 0) > 0
-            if waits:
-                self._with_pending.append(job)
+        nodes = snapshot.nodes
+        if previous is not None and not _same_objects(previous.table.nodes, nodes):
+            previous = None  # other nodes: nothing read then still holds
+        if previous is not None:
+            index, node_names = previous.nodes.index, previous.node_names
+        else:
+            index = {name: i for i, name in enumerate(map(_NAME, nodes))}
+            node_names = frozenset(chain.from_iterable(map(_AMOUNTS, map(_ALLOCATABLE, nodes))))
+        table = PodTable.build(self.jobs, nodes, index, previous.table if previous is not None else None, changed)
+        self.table = table
+        self.pods: list[PodInfo] = table.pods  # every pod of `jobs`, job by job (for plugins that scan them all)
+        columns = table.columns
+        pending = columns.status == _PENDING_CODE
+        waiting = np.flatnonzero(np.bincount(table.job_of[pending], minlength=len(table.jobs)))
+        self._with_pending: list[PodGroupInfo] = [table.jobs[i] for i in waiting.tolist()]  # see jobs_with_pending
         self._touched: dict[int, tuple[PodInfo, PodStatus, str, tuple[str, ...]]] = {}
-        requests = {id(p.requests): p.requests for p in self.pods}
-        extra: set[str] = set()
-        for node in snapshot.nodes:
-            extra.update(node.allocatable.names())
-        for resources in requests.values():
-            extra.update(resources.names())
+        requests = table.requests.items
+        extra = set(node_names)
+        for number in np.unique(columns.req).tolist():
+            extra.update(requests[number].names())
         self.space = ResourceSpace.build(extra)
-        self.nodes = NodeState(snapshot.nodes, self.space)
+        facts = previous.nodes if previous is not None and previous.nodes.space == self.space else None
+        self.nodes = NodeState(nodes, self.space, facts)
         self.hooks = Hooks()
         self.accounting: QueueAccounting | None = None
         self.decisions = Decisions()
@@ -258,12 +349,31 @@ class Session:
         self.evicted_gpus: dict[str, float] = {}  # per victim leaf queue, this cycle (disruption budget)
         self._vectors: dict[int, np.ndarray] = {}
         self._needs: dict[int, tuple[np.ndarray, np.ndarray, tuple[tuple[int, float], ...]]] = {}
-        self.min_gpu_memory_mib = min((n.gpu_memory_mib for n in snapshot.nodes if n.gpu_memory_mib), default=0)
+        if previous is not None:
+            self.min_gpu_memory_mib = previous.min_gpu_memory_mib
+        else:
+            memory = np.fromiter(map(_GPU_MEMORY, nodes), dtype=np.int64, count=len(nodes))
+            self.min_gpu_memory_mib = int(memory[memory != 0].min()) if memory.any() else 0
         self.gpus = SharedGpus(
-            snapshot, self.nodes.index, self.nodes.idle, self.nodes.releasing, self.nodes.gpu_col, self.nodes
+            snapshot,
+            self.nodes.index,
+            self.nodes.idle,
+            self.nodes.releasing,
+            self.nodes.gpu_col,
+            self.nodes,
+            previous.gpu_nodes if previous is not None else None,
+            node_names,
+        )
+        self.opened = Opened(
+            table, self.nodes.facts(), node_names, self.gpus.node_arrays(), self.min_gpu_memory_mib
         )
         # Another scheduler's pods are load too, shared GPUs included; then the session's own pods.
-        self._hold_all([*snapshot.foreign_pods, *self.pods])
+        foreign = read_pods(list(snapshot.foreign_pods), index, table.requests, table.gpus)
+        self._hold_all(foreign, columns)
+
+    def any_pod(self, attribute: str) -> bool:
+        """Whether some pod of the session has a truthy `attribute` (e.g. `host_ports`; see PodTable.pod_flag)."""
+        return bool(self.table.pod_flag(attribute).any())
 
     def jobs_with_pending(self) -> list[PodGroupInfo]:
         """The jobs that had pending pods when the session opened, in job order (found as it opened).
@@ -286,46 +396,34 @@ class Session:
                 pod.owner.moved(old, status)
         self._touched.clear()
 
-    def _hold_all(self, pods: list[PodInfo]) -> None:
-        """Account the pods that already sit on a node in the snapshot: their requests leave the node's
-        idle resources (in pod order, with one vectorised update), releasing pods' become releasing, and
-        fractional pods join their shared GPUs."""
-        index = self.nodes.index
-        rows: list[int] = []
-        slots: list[int] = []  # per row: the pod's request vector, a row of `table`
-        table: list[np.ndarray] = []
-        slot_of: dict[int, int] = {}  # id(pod.requests) -> row of `table`
-        releasing: list[int] = []  # positions in rows / slots
-        shared: list[PodInfo] = []
-        shared_gpu: dict[int, bool] = {}  # id(pod.gpu) -> is it a shared-GPU request
-        holds, releasing_status = HOLDS_NODE, PodStatus.RELEASING
-        for pod in pods:
-            status = pod.status
-            if status not in holds:
-                continue
-            gpu = pod.gpu
-            is_shared = shared_gpu.get(id(gpu))
-            if is_shared is None:
-                is_shared = shared_gpu[id(gpu)] = gpu.is_shared
-            if is_shared:
-                shared.append(pod)
-            row = index.get(pod.node)
-            if row is None:
-                continue
-            if status is releasing_status:
-                releasing.append(len(rows))
-            rows.append(row)
-            slot = slot_of.get(id(pod.requests))
-            if slot is None:
-                slot = slot_of[id(pod.requests)] = len(table)
-                table.append(self.vector(pod))
-            slots.append(slot)
-        if rows:
-            at = np.array(rows, dtype=np.intp)
-            amounts = np.array(table)[np.array(slots, dtype=np.intp)]
-            np.subtract.at(self.nodes.idle, at, amounts)
-            if releasing:
-                np.add.at(self.nodes.releasing, at[releasing], amounts[releasing])
+    def _hold_all(self, *parts: PodColumns) -> None:
+        """Account the pods that already sit on a node in the snapshot (`parts` in order): their requests
+        leave the node's idle resources (in pod order, with one vectorised update), releasing pods'
+        become releasing, and fractional pods join their shared GPUs."""
+        table = self.table
+        gpus = table.gpus.items
+        shared_gpu = np.fromiter((g.is_shared for g in gpus), dtype=bool, count=len(gpus))
+        requests = table.requests.items
+        rows, numbers, releasing, shared = [], [], [], []
+        for part in parts:
+            holds = _HOLDS[part.status]
+            shared.extend(part.pods[i] for i in np.flatnonzero(holds & shared_gpu[part.gpu]).tolist())
+            placed = holds & (part.row >= 0)
+            rows.append(part.row[placed])
+            numbers.append(part.req[placed])
+            releasing.append(part.status[placed] == _RELEASING_CODE)
+        at = np.concatenate(rows)
+        if len(at):
+            slots = np.concatenate(numbers)
+            used = np.unique(slots)
+            table_rows = np.zeros((len(requests), len(self.space.names)))
+            for number in used.tolist():
+                table_rows[number] = self._vector_of(requests[number])
+            amounts = table_rows[slots]
+            _subtract_rows(self.nodes.idle, at, amounts)
+            freeing = np.concatenate(releasing)
+            if freeing.any():
+                _add_rows(self.nodes.releasing, at[freeing], amounts[freeing])
                 self.nodes.maybe_releasing = True
         for pod in shared:
             self.touch(pod)  # holding names the pod's GPU groups: the snapshot's pod gets them back
@@ -335,11 +433,13 @@ class Session:
     # -- plugin-facing helpers --------------------------------------------------------------------
     def vector(self, pod: PodInfo) -> np.ndarray:
         """The pod's node-resource request in this session's columns (cached)."""
-        key = id(pod.requests)
-        vec = self._vectors.get(key)
+        vec = self._vectors.get(id(pod.requests))
+        return vec if vec is not None else self._vector_of(pod.requests)
+
+    def _vector_of(self, requests: Resources) -> np.ndarray:
+        vec = self._vectors.get(id(requests))
         if vec is None:
-            vec = self.space.vector(pod.requests)
-            self._vectors[key] = vec
+            vec = self._vectors[id(requests)] = self.space.vector(requests)
         return vec
 
     def request_columns(self, vec: np.ndarray) -> tuple[np.ndarray, tuple[tuple[int, float], ...]]:

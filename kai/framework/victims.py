@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from kai.framework.causes import note_action_failure
-from kai.framework.jobqueue import JobQueue
+from kai.framework.jobqueue import FixedJobs, JobQueue, SimulationQueue
 from kai.framework.placement import (
     filter_nodes,
     find_node,
@@ -80,6 +81,8 @@ class Scenario:
 
 
 _STAND_INS = itertools.count()  # a fresh name for every stand-in: plugins cache per job name
+# Per session, the jobs with a pending pod in job order, for the simulations (see Solver._pending_others).
+_PENDING: weakref.WeakKeyDictionary[Session, FixedJobs] = weakref.WeakKeyDictionary()
 
 
 def stand_in(job: PodGroupInfo, tasks: list[PodInfo], suffix: str) -> PodGroupInfo:
@@ -267,7 +270,7 @@ class Solver:
         self.budget_on = params.max_evicted_gpu_ratio >= 0 or params.max_evicted_gpus_per_queue >= 0
         self.policy_rejected = False  # the last trial failed a validator (not placement)
         self.filtered = 0  # pops the GPU check filtered, not yet counted in the session's decisions
-        self._others: list[PodGroupInfo] | None = None
+        self._others: FixedJobs | None = None
 
     # -- cheap filters ----------------------------------------------------------------------------
     def _free_gpus(self, chunks: list[Chunk]) -> np.ndarray:
@@ -443,21 +446,18 @@ class Solver:
         # Every other pending job of the session takes its place in the order too, as in KAI: it is
         # never placed here, but while it heads its queue it is what that queue is ranked by (a queue
         # whose first pending job is large ranks behind a victim's queue, which then wins the room back).
-        others = [j for j in self._pending_others() if j.key not in by_job]
+        # (The preemptor and the victims' own jobs are left out: their stand-ins take their place.)
+        others = self._pending_others()
         defer = None
-        if others and ssn.config.params.defer_oversized_jobs:
+        if ssn.config.params.defer_oversized_jobs:
             # The opt-in `deferOversizedJobs`: a job that cannot start on what is free does not stand for
             # its queue here either (as in allocate, which sets it aside).
             too_big = _too_big_for(ssn)
-            defer = lambda: lambda j: id(j) not in units and too_big(j)  # noqa: E731
-        order = JobQueue(ssn, [*reps, *others], defer_for_pop=defer)
+            defer = lambda: too_big  # noqa: E731
+        order = SimulationQueue(ssn, others, reps, leave_out={self.job.key, *by_job}, defer_for_pop=defer)
         replaced: set[str] = set()
-        left = len(reps)
-        while left and (rep := order.pop()) is not None:
-            key = units.get(id(rep))
-            if key is None:
-                continue
-            left -= 1
+        while (rep := order.pop()) is not None:
+            key = units[id(rep)]
             if not key:
                 if not ssn.check_job_capacity(self.job, self.tasks[:k]).ok or self._place(self.tasks, 0, k) < k:
                     return None
@@ -487,13 +487,19 @@ class Solver:
                     returned.add(task.key)
         return replaced, returned
 
-    def _pending_others(self) -> list[PodGroupInfo]:
-        """The session's jobs with a pending pod, the preemptor aside (taken once per solve: victims'
-        pods become releasing, never pending, while it runs). Read from the jobs that had pending pods when
-        the session opened (every job with one now is among them, in the same order)."""
+    def _pending_others(self) -> FixedJobs:
+        """The session's jobs with a pending pod, per leaf queue in job order (brought up to date once per
+        solve: victims' pods become releasing, never pending, while it runs, and no other job's pod changes
+        status). Read from the jobs that had pending pods when the session opened (every job with one now
+        is among them, in the same order). The preemptor is among them: each simulation leaves it out."""
         if self._others is None:
-            job = self.job
-            self._others = [j for j in self.ssn.jobs_with_pending() if j is not job and j.has_pending()]
+            others = _PENDING.get(self.ssn)
+            if others is None:
+                jobs = self.ssn.jobs_with_pending()
+                others = _PENDING[self.ssn] = FixedJobs(self.ssn, jobs, PodGroupInfo.has_pending)
+            else:
+                others.update()
+            self._others = others
         return self._others
 
     def _valid(self, chunks: list[Chunk], tasks: list[PodInfo], replaced: set[str], returned: set[str]) -> bool:

@@ -137,7 +137,9 @@ def mig_compute(resource: str) -> int:
 
 @dataclass(slots=True)
 class PodInfo:
-    """One pod. The spec fields never change within a cycle; `status`, `node` and `gpu_groups` do."""
+    """One pod. The spec fields never change within a cycle; `status`, `node` and `gpu_groups` do. The
+    snapshot builder shares `requests`, `labels`, `tolerations` and `node_selector` between pods written
+    alike: never change them in place."""
 
     namespace: str
     name: str

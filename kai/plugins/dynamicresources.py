@@ -65,7 +65,7 @@ class DynamicResourcesPlugin:
 
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
-        if not any(p.resource_claims for job in ssn.jobs.values() for p in job.pods):
+        if not ssn.any_pod("resource_claims"):
             return
         snap = ssn.snapshot
         self.claims = snap.resource_claims
@@ -92,7 +92,7 @@ class DynamicResourcesPlugin:
                     self.used[device.key] = claim.key
             self.users[claim.key] = set(claim.reserved_for)
         # Pods that already run: their claims are theirs (allocated on their node if the snapshot did not say).
-        for pod in [*snap.foreign_pods, *(p for job in ssn.jobs.values() for p in job.pods)]:
+        for pod in [*snap.foreign_pods, *ssn.pods]:
             if pod.resource_claims and pod.status in HOLDS_NODE and pod.node in ssn.nodes.index:
                 self._take(pod)
         hooks = ssn.hooks

@@ -8,6 +8,8 @@ The groups themselves (who uses how much of which GPU) are session state: kai.fr
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import repeat
+from operator import attrgetter, eq, methodcaller
 
 import numpy as np
 
@@ -38,7 +40,8 @@ class GpuOrderPlugin:
     def on_session_open(self, ssn: Session) -> None:
         ssn.hooks.gpu_order.append(self.key)  # type: ignore[arg-type]
         ssn.hooks.pre_predicates.append(lambda task: shared_request_possible(ssn, task))
-        mixed = np.array([n.labels.get(keys.MIG_STRATEGY_NODE_LABEL) == "mixed" for n in ssn.nodes.infos], dtype=bool)
+        strategy = map(methodcaller("get", keys.MIG_STRATEGY_NODE_LABEL), map(attrgetter("labels"), ssn.nodes.infos))
+        mixed = np.fromiter(map(eq, strategy, repeat("mixed")), dtype=bool, count=len(ssn.nodes.infos))
         if mixed.any():
             whole_ok = ~mixed
             ssn.hooks.node_filters.append(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
+from operator import attrgetter, methodcaller
 
 import numpy as np
 
@@ -31,8 +32,8 @@ class NodePlacementPlugin:
         nodes = ssn.nodes
         self.gpu_col, self.cpu_col = ssn.space.index(GPU), ssn.space.index(CPU)
         capacity = nodes.allocatable.copy()
-        for row, info in enumerate(nodes.infos):
-            count = info.labels.get(keys.GPU_COUNT_NODE_LABEL)
+        counts = map(methodcaller("get", keys.GPU_COUNT_NODE_LABEL), map(attrgetter("labels"), nodes.infos))
+        for row, count in enumerate(counts):
             if count and count.isdigit() and int(count) > 0:
                 capacity[row, self.gpu_col] = float(count)
         self.capacity = capacity

@@ -56,8 +56,7 @@ class UsedPorts:
 
 
 def register_filter(ssn: Session) -> None:
-    pods = list(ssn.pods)
-    if not any(p.host_ports for p in pods):
+    if not ssn.any_pod("host_ports"):
         return  # no pod to place binds a host port
     used = UsedPorts(ssn)
     ssn.hooks.node_filters.append(NamedFilter("nodeports", REASON, used.free))

@@ -19,7 +19,7 @@ class NominatedNodePlugin:
     name: str = "nominatednode"
 
     def on_session_open(self, ssn: Session) -> None:
-        if not any(p.nominated_node for p in ssn.pods):
+        if not ssn.any_pod("nominated_node"):
             return
         ssn.hooks.node_scorers.append(_Scorer(ssn.nodes.index))
 

@@ -338,7 +338,7 @@ def affinity_state(ssn: Session) -> PodAffinityState | None:
     """The session's state, or None when no pod of the session has pod-affinity terms."""
     state = _STATES.get(ssn)
     if state is None:
-        if not any(p.pod_affinity is not None for p in ssn.pods) and not any(
+        if not ssn.any_pod("pod_affinity") and not any(
             p.pod_affinity is not None for p in ssn.snapshot.foreign_pods
         ):
             return None

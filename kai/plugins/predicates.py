@@ -11,6 +11,7 @@ placement signature, since most pods of a cluster share a handful of them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -37,6 +38,9 @@ def tolerates(task: PodInfo, node: NodeInfo) -> bool:
     return all(
         any(t.tolerates(taint) for t in task.tolerations) for taint in node.taints if taint.effect in HARD_EFFECTS
     )
+
+
+_TAINTS = attrgetter("taints")
 
 
 def _describe(name: str, amount: float) -> str:
@@ -91,7 +95,7 @@ class PredicatesPlugin:
 
     def _filter(self, kind: str, predicate: Any, signature: Any, always: bool = False) -> Any:
         infos = self.ssn.nodes.infos
-        any_taints = any(n.taints for n in infos)
+        any_taints = any(map(_TAINTS, infos))
 
         def run(task: PodInfo) -> np.ndarray | None:
             sig = signature(task)

@@ -35,7 +35,10 @@ means no candidate in step 3 either (fewer nodes, less room), so the trial is sk
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import reduce
+from operator import attrgetter, iadd
 
 import numpy as np
 
@@ -44,7 +47,7 @@ from kai.framework.placement import filter_nodes
 from kai.framework.plugin import register_plugin
 from kai.framework.session import EPS, NodeSubset, Session, SubsetRequest
 from kai.framework.status import Code, Status
-from kai.model import ACTIVE, PodGroupInfo, PodInfo, TopologyConstraint, TopologyInfo
+from kai.model import ACTIVE, PodGroupInfo, PodInfo, SubGroupInfo, TopologyConstraint, TopologyInfo
 
 ROOT = -1  # depth of the implicit root domain, which holds every node of the topology
 ROOT_NAME = "root"
@@ -129,7 +132,7 @@ class TopologyPlugin:
         self.stacked: dict[tuple[str | int, ...], np.ndarray] = {}
         self.answers: dict[tuple[object, ...], list[tuple[np.ndarray, np.ndarray | None, str]] | dict[int, _Room]] = {}
         self.answer_bytes = 0  # roughly (all are dropped when the next would pass ANSWER_BYTES_KEPT)
-        if any(_constrained(job) for job in ssn.jobs.values()):
+        if ssn.table.job_flag("topology", _constrained_jobs).any():
             ssn.hooks.subset_nodes.append(self.subset_nodes)
             ssn.hooks.placement_possible.append(self.placement_possible)
 
@@ -389,6 +392,25 @@ def _answer_bytes(found: list[tuple[np.ndarray, np.ndarray | None, str]] | dict[
     if isinstance(found, dict):
         return sum(r.nodes.nbytes + r.pods.nbytes + r.fits.nbytes + r.ratio.nbytes for r in found.values())
     return sum(mask.nbytes + (0 if scores is None else scores.nbytes) for mask, scores, _ in found)
+
+
+def _constrained_jobs(jobs: list[PodGroupInfo]) -> np.ndarray:
+    """Per job, whether it (or a sub-group) names a topology: a look at every constraint first (in C), and
+    the precise check only when there is one."""
+    if not any(map(_TOPOLOGY, jobs)):
+        groups = list(map(_SUBGROUPS, jobs))
+        single = np.fromiter(map(len, groups), dtype=np.intp, count=len(groups)) == 1
+        if single.all():  # each job's one sub-group, without a list per job
+            subgroups: Iterable[SubGroupInfo] = map(next, map(iter, map(dict.values, groups)))
+        else:
+            subgroups = reduce(iadd, map(list, map(dict.values, groups)), [])
+        if not any(map(_TOPOLOGY, subgroups)):
+            return np.zeros(len(jobs), dtype=bool)
+    return np.fromiter(map(_constrained, jobs), dtype=bool, count=len(jobs))
+
+
+_SUBGROUPS = attrgetter("subgroups")
+_TOPOLOGY = attrgetter("topology")
 
 
 def _constrained(job: PodGroupInfo) -> bool:

@@ -83,7 +83,7 @@ class Volumes:
 def register(ssn: Session) -> None:
     if not ssn.snapshot.storage_listed:
         return
-    if not any(p.claims for p in ssn.pods):
+    if not ssn.any_pod("claims"):
         return
     volumes = Volumes(ssn)
     ssn.hooks.pre_predicates.append(volumes.pre_predicate)

@@ -96,13 +96,17 @@ def _claims_after(
     return claims
 
 
-def simulate(snapshot: ClusterSnapshot, config: SchedulerConfig, rounds: int = 1) -> SimulationResult:
+def simulate(
+    snapshot: ClusterSnapshot, config: SchedulerConfig, rounds: int = 1, reuse: bool = True
+) -> SimulationResult:
+    """Run the rounds. `reuse`: each round's session starts from the last one's, reading again only the
+    pod groups the last decisions changed (the result is the same without it)."""
     result = SimulationResult()
     state = snapshot
     owners = pod_owners(snapshot)  # rounds move pods between statuses, never between pod groups
     # Between rounds only the decisions change the cluster: a round after one that changed nothing
     # decides the same (the runner answers it without running the cycle again).
-    runner = CycleRunner(config)
+    runner = CycleRunner(config, reuse=reuse)
     for number in range(1, rounds + 1):
         decisions = runner.run(state, changed=False)
         result.rounds.append(RoundResult(number, decisions))

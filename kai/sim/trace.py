@@ -137,7 +137,9 @@ class TraceSimulator:
         params: TraceParams,
         progress: Callable[[float], None] | None = None,
         stop_when_started: set[str] | None = None,
+        reuse: bool = True,
     ) -> None:
+        """`reuse`: each cycle's session starts from the last one's (the same decisions without it)."""
         self.config = config
         self.params = params
         self.progress = progress
@@ -174,7 +176,9 @@ class TraceSimulator:
         self.last_decisions: Decisions | None = None
         # Quiet cycles (no event since the last one, which changed nothing) whose outcome cannot differ are
         # answered from the last one (kai.cycle.CycleRunner checks what time changes); `exact` runs them all.
-        self.runner = CycleRunner(config, lambda snap, cfg: run_cycle(snap, cfg))
+        # Each cycle's session starts from the last one's (kai.cycle.SessionReuse): the pod groups the
+        # simulator replaces are new objects, so the session reads them again.
+        self.runner = CycleRunner(config, lambda snap, cfg: run_cycle(snap, cfg, reuse=self.runner.reuse), reuse)
         self.changed_allocation = False
         self.evicted_pods = 0
         self.cycles: list[CycleRecord] = []

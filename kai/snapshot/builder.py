@@ -3,6 +3,12 @@
 Every problem is collected with the object and field it concerns; an object with a
 problem is left out of the snapshot, so that the live scheduler can go on with the
 rest while the offline CLI refuses the whole snapshot.
+
+What pods and PodGroups written alike share (a pod's requests, labels, tolerations and node selector,
+a PodGroup's spec) is converted once per distinct content and shared by the converted objects, which
+is why nobody may change those parts of a PodInfo. A cache keeps only conversions without problems,
+keyed so that values merely equal to one another (1, 1.0, True) never meet: by type as well, or only
+for text, which equals nothing but text.
 """
 
 from __future__ import annotations
@@ -62,6 +68,7 @@ STORAGE_KINDS = ("Namespace", "PersistentVolumeClaim", "PersistentVolume", "Stor
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # the API server sets it on every namespace
 DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+_NO_LABELS: tuple[dict[str, str], tuple[str, ...], None, str] = ({}, (), None, DEFAULT_SUBGROUP)
 
 
 ACCEPTED_KINDS = {
@@ -86,22 +93,39 @@ GPU_SHARING_ANNOTATIONS = (
 )
 
 
+def _plain_content_key(spec: dict[str, Any]) -> tuple[Any, ...] | None:
+    """For the common pod (one container, no init containers, no overhead), the items of its limits and
+    requests; None for any other pod. Keys only pods whose quantities are all text (see _pod_requests)."""
+    containers = spec.get("containers")
+    if type(containers) is not list or len(containers) != 1 or spec.get("initContainers"):
+        return None
+    container = containers[0]
+    if type(container) is not dict or spec.get("overhead") is not None:
+        return None
+    res = container.get("resources")
+    if not res:
+        return (), ()
+    if type(res) is not dict:
+        return None
+    limits, requests = res.get("limits"), res.get("requests")
+    if (limits and type(limits) is not dict) or (requests and type(requests) is not dict):
+        return None
+    return tuple(limits.items()) if limits else (), tuple(requests.items()) if requests else ()
+
+
 def _content_key(spec: dict[str, Any]) -> tuple[Any, ...] | None:
     """What decides a pod's effective request (containers' and init containers' requests and limits,
-    overhead), as a hashable key; None when it holds anything but plain strings and numbers."""
+    overhead), as a key (unhashable when it holds anything but plain strings and numbers); None when a
+    part is not the map it should be."""
     containers = spec.get("containers")
-    if (
-        type(containers) is list
-        and len(containers) == 1
-        and not spec.get("initContainers")
-        and spec.get("overhead") is None
-    ):  # the common pod: one container, its requests and limits (the general walk below gives the same key)
+    if type(containers) is list and len(containers) == 1 and not spec.get("initContainers"):
+        # the common pod: one container, its requests and limits (the general walk below gives the same key)
         container = containers[0]
         res = container.get("resources") or {} if type(container) is dict else None
-        if type(res) is dict:
+        if type(res) is dict and spec.get("overhead") is None:
             limits, requests = res.get("limits") or {}, res.get("requests") or {}
             if type(limits) is dict and type(requests) is dict:
-                key = (
+                return (
                     tuple(limits.items()),
                     tuple(map(type, limits.values())),
                     tuple(requests.items()),
@@ -109,11 +133,6 @@ def _content_key(spec: dict[str, Any]) -> tuple[Any, ...] | None:
                     "containers",
                     "initContainers",
                 )
-                try:
-                    hash(key)
-                except TypeError:
-                    return None
-                return key
     parts: list[Any] = []
     for section in ("containers", "initContainers"):
         for container in spec.get(section) or ():
@@ -136,12 +155,7 @@ def _content_key(spec: dict[str, Any]) -> tuple[Any, ...] | None:
             return None
         parts.append(tuple(overhead.items()))
         parts.append(tuple(map(type, overhead.values())))
-    key = tuple(parts)
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
+    return tuple(parts)
 
 
 @dataclass
@@ -214,8 +228,14 @@ class SnapshotBuilder:
         self.problems: list[Problem] = []
         self.warnings: list[str] = []
         self._requests: dict[tuple[Any, ...], Resources] = {}  # pod request content -> its Resources
+        self._plain_requests: dict[tuple[Any, ...], Resources] = {}  # the same, for text-only quantities
         self._gpu_requests: dict[int, tuple[Resources, GpuRequest]] = {}  # for pods without sharing annotations
         self._times: dict[Any, float] = {}  # timestamps parsed, by their text (a cluster repeats a few thousand)
+        self._shared_tolerations: dict[tuple[Any, ...], tuple[Toleration, ...]] = {}  # by the fields read
+        self._shared_selectors: dict[tuple[Any, ...], tuple[tuple[str, str], ...]] = {}  # nodeSelector content
+        self._shared_labels: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # pod labels content -> _pod_labels
+        self._group_specs: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # PodGroup spec content -> derived values
+        self._leaf_queues: set[str] = set()  # queues _check_queue accepted
         self.by_kind: dict[str, list[dict[str, Any]]] = {
             k: [] for k in ("Node", "Queue", "PodGroup", "PriorityClass", "Pod", "Topology", *STORAGE_KINDS)
         }
@@ -223,19 +243,35 @@ class SnapshotBuilder:
     # -- intake -------------------------------------------------------------------------------
     def add(self, objects: Iterable[dict[str, Any]]) -> None:
         ignored: dict[str, int] = {}
+        targets: dict[tuple[Any, Any], list[dict[str, Any]] | None] = {}  # (kind, apiVersion) -> its list
         for obj in objects:
-            kind = str(obj.get("kind") or "")
-            group = _group(str(obj.get("apiVersion") or ""))
-            if (group, kind) in ACCEPTED_KINDS:
-                if not isinstance(obj.get("metadata"), dict) or not obj["metadata"].get("name"):
-                    self._problem(kind, obj, "metadata.name", "is missing")
-                    continue
-                self.by_kind.setdefault(kind, []).append(obj)
-            else:
-                label = f"{kind or '<no kind>'} ({obj.get('apiVersion', '')})"
+            pair = (obj.get("kind"), obj.get("apiVersion"))
+            try:
+                target = targets[pair]
+            except (KeyError, TypeError):
+                target = self._kind_list(pair, targets)
+            if target is None:
+                label = f"{str(obj.get('kind') or '') or '<no kind>'} ({obj.get('apiVersion', '')})"
                 ignored[label] = ignored.get(label, 0) + 1
+                continue
+            meta = obj.get("metadata")
+            if not isinstance(meta, dict) or not meta.get("name"):
+                self._problem(str(obj.get("kind") or ""), obj, "metadata.name", "is missing")
+                continue
+            target.append(obj)
         for label, count in sorted(ignored.items()):
             self.warnings.append(f"ignored {count} object(s) of kind {label}")
+
+    def _kind_list(
+        self, pair: tuple[Any, Any], targets: dict[tuple[Any, Any], list[dict[str, Any]] | None]
+    ) -> list[dict[str, Any]] | None:
+        """The list objects of this (kind, apiVersion) go to, None for a kind the builder does not read;
+        kept for text pairs (a text key is never equal to a number's)."""
+        kind, version = str(pair[0] or ""), str(pair[1] or "")
+        target = self.by_kind.setdefault(kind, []) if (_group(version), kind) in ACCEPTED_KINDS else None
+        if type(pair[0]) is str and type(pair[1]) is str:
+            targets[pair] = target
+        return target
 
     def _problem(self, kind: str, obj: dict[str, Any], fld: str, message: str) -> None:
         self.problems.append(Problem(_describe(kind, obj), fld, message))
@@ -508,17 +544,19 @@ class SnapshotBuilder:
         if raw is None:
             return 0.0 if fld == "creationTimestamp" else None
         try:
-            return self._times[raw]
-        except (KeyError, TypeError):
-            pass
-        try:
-            moment = parse_time(raw)
+            return self._time(raw)
         except ValueError:
             self._problem(kind, obj, f"metadata.{fld}", f"is not an RFC 3339 timestamp: {raw!r}")
             return None
-        if isinstance(raw, str):
-            self._times[raw] = moment
-        return moment
+
+    def _time(self, raw: Any) -> float:
+        """parse_time(raw), kept per text."""
+        if type(raw) is not str:
+            return parse_time(raw)
+        found = self._times.get(raw)
+        if found is None:
+            found = self._times[raw] = parse_time(raw)
+        return found
 
     def _ensure_default_queues(self, queues: dict[str, QueueInfo]) -> None:
         """KAI's Helm chart installs these two; a snapshot that relies on them need not list them."""
@@ -528,6 +566,8 @@ class SnapshotBuilder:
             queues[keys.DEFAULT_PARENT_QUEUE] = QueueInfo(keys.DEFAULT_PARENT_QUEUE)
         queues[keys.DEFAULT_QUEUE] = QueueInfo(keys.DEFAULT_QUEUE, parent=keys.DEFAULT_PARENT_QUEUE)
         queues[keys.DEFAULT_PARENT_QUEUE].children.append(keys.DEFAULT_QUEUE)
+        self._leaf_queues.clear()  # the parent queue has a child now: what was checked against it is not
+        self._group_specs.clear()
         self.warnings.append(f"queue {keys.DEFAULT_QUEUE} is not in the snapshot: using KAI's default queues")
 
     def _priority(self, class_name: str) -> int:
@@ -542,6 +582,7 @@ class SnapshotBuilder:
         if not queues[queue].is_leaf:
             self._problem(kind, obj, fld, f"names queue {queue!r}, which has child queues (only leaf queues run jobs)")
             return False
+        self._leaf_queues.add(queue)
         return True
 
     # -- namespaces and volumes -----------------------------------------------------------------
@@ -592,39 +633,101 @@ class SnapshotBuilder:
 
     # -- pod groups and pods --------------------------------------------------------------------
     def _podgroups_and_pods(self, snapshot: ClusterSnapshot) -> None:
+        queues = snapshot.queues
         groups: dict[str, PodGroupInfo] = {}
+        convert_group = self._podgroup if self.memo is None else self._podgroup_of
         for obj in self.by_kind["PodGroup"]:
-            group = self._podgroup_of(obj, snapshot.queues)
+            group = convert_group(obj, queues)
             if group is None:
                 continue
-            if group.key in groups:
+            key = f"{group.namespace}/{group.name}"
+            if key in groups:
                 self._problem("PodGroup", obj, "metadata.name", "is defined twice")
                 continue
-            groups[group.key] = group
+            groups[key] = group
 
         node_names = {n.name for n in snapshot.nodes}
         seen: set[str] = set()
         convert = self._pod if self.memo is None else lambda obj: self._converted(obj, self._pod)
+        scheduler_name = self.scheduler_name
+        holding = (PodStatus.RUNNING, PodStatus.RELEASING)
         for obj in self.by_kind["Pod"]:
             pod = convert(obj)
             if pod is None:
                 continue
-            key = pod.key
-            if key in seen:
+            key = f"{pod.namespace}/{pod.name}"
+            count = len(seen)
+            seen.add(key)
+            if len(seen) == count:
                 self._problem("Pod", obj, "metadata.name", "is defined twice")
                 continue
-            seen.add(key)
-            if pod.node and pod.node not in node_names and pod.status in (PodStatus.RUNNING, PodStatus.RELEASING):
+            if pod.node and pod.node not in node_names and pod.status in holding:
                 self.warnings.append(f"Pod {key}: spec.nodeName {pod.node!r} is not a node of the snapshot")
             spec = obj.get("spec")
             if not isinstance(spec, dict) or spec.get("resourceClaims"):  # the pod's DRA claims, if any
                 self.dra.attach(obj, pod)
-            if pod.scheduler_name != self.scheduler_name:
+            if pod.scheduler_name != scheduler_name:
                 # The session writes the GPU groups it finds for a foreign shared-GPU pod on the pod itself.
                 snapshot.foreign_pods.append(pod.clone() if self.memo is not None else pod)
                 continue
-            self._attach(obj, pod, groups, snapshot.queues)
-        snapshot.podgroups = {k: groups[k] for k in sorted(groups)}
+            group_name = (obj["metadata"].get("annotations") or {}).get(keys.POD_GROUP_ANNOTATION)
+            if group_name:
+                group_key = f"{pod.namespace}/{group_name}"
+                group = groups.get(group_key)
+                if group is None:
+                    self._problem(
+                        "Pod",
+                        obj,
+                        f"metadata.annotations[{keys.POD_GROUP_ANNOTATION}]",
+                        f"names PodGroup {group_name!r}, which does not exist in namespace {pod.namespace}",
+                    )
+                    continue
+            else:
+                group = self._implicit_group(obj, pod, key, queues)
+                if group is None:
+                    continue
+                group_key = f"{group.namespace}/{group.name}"
+                groups[group_key] = group
+            pod.job_key = group_key
+            sub = group.subgroups.get(pod.subgroup)
+            if sub is None or sub.children:
+                self.warnings.append(
+                    f"Pod {key}: sub-group {pod.subgroup!r} is not a leaf of PodGroup {group_key}: not scheduled"
+                )
+                continue
+            sub.pods.append(pod)
+        snapshot.podgroups = {k: groups[k] for k in sorted(groups)}  # sorting the keys alone is the fastest
+
+    def _implicit_group(
+        self, obj: dict[str, Any], pod: PodInfo, key: str, queues: dict[str, QueueInfo]
+    ) -> PodGroupInfo | None:
+        """The pod group of a pod that names none (its own, as KAI's pod grouper makes), or None when the
+        queue its label names cannot run it."""
+        labels = pod.labels
+        queue = labels.get(self.queue_label_key) or keys.DEFAULT_QUEUE
+        if queue not in self._leaf_queues and not self._check_queue(
+            "Pod", obj, f"metadata.labels[{self.queue_label_key}]", queue, queues
+        ):
+            return None
+        class_name = labels.get(keys.PRIORITY_CLASS_LABEL) or pod.priority_class_name
+        priority = self._priority(class_name)
+        name, uid = pod.name, pod.uid
+        return PodGroupInfo(
+            pod.namespace,
+            f"pg-{name}-{uid}" if uid != key else f"pg-{name}",
+            uid,
+            queue,
+            pod.creation,
+            priority,
+            class_name,
+            self._preemptible(labels.get(keys.PREEMPTIBILITY_LABEL, ""), priority),
+            1,
+            {DEFAULT_SUBGROUP: SubGroupInfo(DEFAULT_SUBGROUP, 1, "", None, [], [])},
+            None,
+            None,
+            None,
+            True,
+        )
 
     def _podgroup_of(self, obj: dict[str, Any], queues: dict[str, QueueInfo]) -> PodGroupInfo | None:
         """`_podgroup`, or (with the memo) a fresh copy of what it gave for this very object when its queue
@@ -649,52 +752,6 @@ class SnapshotBuilder:
         self.memo.put(obj, (context, template), self.problems[problems:], self.warnings[warnings:])
         return group
 
-    def _attach(
-        self, obj: dict[str, Any], pod: PodInfo, groups: dict[str, PodGroupInfo], queues: dict[str, QueueInfo]
-    ) -> None:
-        annotations = obj["metadata"].get("annotations") or {}
-        group_name = annotations.get(keys.POD_GROUP_ANNOTATION)
-        if group_name:
-            group_key = f"{pod.namespace}/{group_name}"
-            group = groups.get(group_key)
-            if group is None:
-                self._problem(
-                    "Pod",
-                    obj,
-                    f"metadata.annotations[{keys.POD_GROUP_ANNOTATION}]",
-                    f"names PodGroup {group_name!r}, which does not exist in namespace {pod.namespace}",
-                )
-                return
-        else:
-            queue = pod.labels.get(self.queue_label_key) or keys.DEFAULT_QUEUE
-            if not self._check_queue("Pod", obj, f"metadata.labels[{self.queue_label_key}]", queue, queues):
-                return
-            class_name = pod.labels.get(keys.PRIORITY_CLASS_LABEL) or pod.priority_class_name
-            priority = self._priority(class_name)
-            name = f"pg-{pod.name}-{pod.uid}" if pod.uid != pod.key else f"pg-{pod.name}"
-            group = PodGroupInfo(
-                namespace=pod.namespace,
-                name=name,
-                uid=pod.uid,
-                queue=queue,
-                creation=pod.creation,
-                priority=priority,
-                priority_class_name=class_name,
-                preemptible=self._preemptible(pod.labels.get(keys.PREEMPTIBILITY_LABEL, ""), priority),
-                subgroups={DEFAULT_SUBGROUP: SubGroupInfo(DEFAULT_SUBGROUP)},
-                implicit=True,
-            )
-            group_key = group.key
-            groups[group_key] = group
-        pod.job_key = group_key
-        sub = group.subgroups.get(pod.subgroup)
-        if sub is None or not sub.is_leaf:
-            self.warnings.append(
-                f"Pod {pod.key}: sub-group {pod.subgroup!r} is not a leaf of PodGroup {group.key}: not scheduled"
-            )
-            return
-        sub.pods.append(pod)
-
     @staticmethod
     def _preemptible(value: str, priority: int) -> bool:
         if value == keys.PREEMPTIBLE:
@@ -704,7 +761,88 @@ class SnapshotBuilder:
         return priority < keys.NON_PREEMPTIBLE_PRIORITY_THRESHOLD
 
     def _podgroup(self, obj: dict[str, Any], queues: dict[str, QueueInfo]) -> PodGroupInfo | None:
+        """A PodGroup. Its spec's checks and derived values are kept per distinct content (the spec of a
+        job's PodGroup repeats across jobs) when they passed; the metadata is read for each object."""
         meta, spec = obj["metadata"], obj.get("spec") or {}
+        key = shared = None
+        if type(spec) is dict:
+            key = (tuple(spec.items()), tuple(map(type, spec.values())))  # 1 == 1.0 == True: types too
+            try:
+                shared = self._group_specs.get(key)
+            except TypeError:  # subGroups, a topology constraint (lists, maps): checked in full below
+                key = None
+        if shared is None:
+            before = len(self.problems)
+            group = self._podgroup_checked(obj, meta, spec, queues)
+            if key is not None and group is not None and len(self.problems) == before:
+                self._group_specs[key] = (
+                    group.queue,
+                    group.priority,
+                    group.priority_class_name,
+                    group.preemptible,
+                    group.min_member,
+                )
+            return group
+        # A spec already checked (so without sub-groups or a topology constraint): the metadata's checks.
+        raw_time = meta.get("creationTimestamp")
+        if raw_time is None:
+            creation: float | None = 0.0
+        else:
+            creation = self._times.get(raw_time) if type(raw_time) is str else None
+            if creation is None:
+                creation = self._timestamp("PodGroup", obj)
+        annotations = meta.get("annotations")
+        last_start = stale_since = None
+        if annotations:
+            stamps = self._podgroup_stamps(obj, annotations)
+            if stamps is None:
+                return None
+            last_start, stale_since = stamps
+        if creation is None:
+            return None
+        queue, priority, class_name, preemptible, min_member = shared
+        namespace = str(meta.get("namespace") or "default")
+        name = meta["name"]
+        return PodGroupInfo(
+            namespace,
+            name,
+            str(meta.get("uid") or f"{namespace}/{name}"),
+            queue,
+            creation,
+            priority,
+            class_name,
+            preemptible,
+            min_member,
+            {DEFAULT_SUBGROUP: SubGroupInfo(DEFAULT_SUBGROUP, min_member, "", None, [], [])},
+            None,
+            last_start,
+            stale_since,
+        )
+
+    def _podgroup_stamps(self, obj: dict[str, Any], annotations: Any) -> tuple[float | None, float | None] | None:
+        """The last-start and stale timestamps of a PodGroup's annotations (truthy), None on a problem."""
+        stamps: dict[str, float | None] = dict.fromkeys(PODGROUP_TIMESTAMP_ANNOTATIONS)
+        ok = True
+        for key in PODGROUP_TIMESTAMP_ANNOTATIONS:
+            raw = annotations.get(key)
+            if raw:
+                try:
+                    stamps[key] = self._time(raw)
+                except ValueError:
+                    self._problem(
+                        "PodGroup",
+                        obj,
+                        f"metadata.annotations[{key}]",
+                        f"is not an RFC 3339 timestamp: {raw!r}",
+                    )
+                    ok = False
+        if not ok:
+            return None
+        return stamps[keys.LAST_START_TIMESTAMP_ANNOTATION], stamps[keys.STALE_TIMESTAMP_ANNOTATION]
+
+    def _podgroup_checked(
+        self, obj: dict[str, Any], meta: dict[str, Any], spec: Any, queues: dict[str, QueueInfo]
+    ) -> PodGroupInfo | None:
         namespace = str(meta.get("namespace") or "default")
         ok = True
         min_member = spec.get("minMember", 1)
@@ -726,20 +864,10 @@ class SnapshotBuilder:
             )
             ok = False
         creation = self._timestamp("PodGroup", obj)
-        annotations = meta.get("annotations") or {}
-        stamps: dict[str, float | None] = dict.fromkeys(PODGROUP_TIMESTAMP_ANNOTATIONS)
-        for key in PODGROUP_TIMESTAMP_ANNOTATIONS if annotations else ():
-            if annotations.get(key):
-                try:
-                    stamps[key] = parse_time(annotations[key])
-                except ValueError:
-                    self._problem(
-                        "PodGroup",
-                        obj,
-                        f"metadata.annotations[{key}]",
-                        f"is not an RFC 3339 timestamp: {annotations[key]!r}",
-                    )
-                    ok = False
+        annotations = meta.get("annotations")
+        stamps = self._podgroup_stamps(obj, annotations) if annotations else (None, None)
+        if stamps is None:
+            ok = False
         subgroups = self._subgroups(obj, spec.get("subGroups"), max(int(min_member or 1), 1) if ok else 1)
         topology = self._topology_constraint(spec["topologyConstraint"]) if spec.get("topologyConstraint") else None
         if not ok or subgroups is None or creation is None:
@@ -758,8 +886,8 @@ class SnapshotBuilder:
             min_member=max(int(min_member), 1),
             subgroups=subgroups,
             topology=topology,
-            last_start=stamps[keys.LAST_START_TIMESTAMP_ANNOTATION],
-            stale_since=stamps[keys.STALE_TIMESTAMP_ANNOTATION],
+            last_start=stamps[0],
+            stale_since=stamps[1],
         )
 
     @staticmethod
@@ -821,18 +949,126 @@ class SnapshotBuilder:
         return out
 
     def _pod(self, obj: dict[str, Any]) -> PodInfo | None:
-        meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
+        """One pod, each field read once. The parts a job's pods share (requests, GPU request, tolerations,
+        node selector) are converted once per distinct content; the problems keep their order."""
+        meta = obj["metadata"]
+        spec = obj.get("spec") or {}
+        status = obj.get("status") or {}
         namespace = str(meta.get("namespace") or "default")
-        labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+        raw_labels = meta.get("labels")
+        labels, groups, task_priority, subgroup = self._pod_labels(raw_labels) if raw_labels else _NO_LABELS
         annotations = meta.get("annotations") or {}
-        requests = self._pod_requests(obj, spec)
-        gpu = self._gpu_request(obj, annotations, requests)
-        creation = self._timestamp("Pod", obj)
+        requests = None
+        containers = spec.get("containers")
+        if type(containers) is list and len(containers) == 1 and type(containers[0]) is dict:
+            # the common pod (see _plain_content_key): its requests, as parsed for an earlier pod
+            res = containers[0].get("resources")
+            try:
+                if res:
+                    limits, asked = res.get("limits"), res.get("requests")
+                    requests = self._plain_requests.get(
+                        (tuple(limits.items()) if limits else (), tuple(asked.items()) if asked else ())
+                    )
+                else:
+                    requests = self._plain_requests.get(((), ()))
+            except (AttributeError, TypeError):  # not maps, or values that are not text: parsed below
+                requests = None
+            if requests is not None and (spec.get("initContainers") or spec.get("overhead") is not None):
+                requests = None
+        if requests is None:
+            requests = self._pod_requests(obj, spec)
+        gpu = None
+        if requests is not None and (not annotations or annotations.keys().isdisjoint(GPU_SHARING_ANNOTATIONS)):
+            found = self._gpu_requests.get(id(requests))  # the GPU request of pods with these requests
+            if found is not None and found[0] is requests:
+                gpu = found[1]
+        if gpu is None:
+            gpu = self._gpu_request(obj, annotations, requests)
+        raw_time = meta.get("creationTimestamp")
+        if raw_time is None:
+            creation: float | None = 0.0
+        else:
+            creation = self._times.get(raw_time) if type(raw_time) is str else None
+            if creation is None:
+                creation = self._timestamp("Pod", obj)
         if requests is None or gpu is None or creation is None:
             return None
-        pod_status = self._pod_status(obj, spec, status)
-        if pod_status is None:
+        node_name = spec.get("nodeName")
+        phase = status.get("phase") or "Pending"
+        if phase == "Running" or phase == "Pending" or phase == "Unknown":
+            deleting = meta.get("deletionTimestamp")
+            if node_name:
+                pod_status = PodStatus.RELEASING if deleting else PodStatus.RUNNING
+            elif deleting:
+                pod_status = PodStatus.SUCCEEDED  # never bound and going away: it takes nothing and needs nothing
+            elif spec.get("schedulingGates"):
+                pod_status = PodStatus.GATED
+            else:
+                pod_status = PodStatus.PENDING
+        elif phase == "Succeeded":
+            pod_status = PodStatus.SUCCEEDED
+        elif phase == "Failed":
+            pod_status = PodStatus.FAILED
+        else:
+            self._problem("Pod", obj, "status.phase", f"is not a pod phase: {phase!r}")
             return None
+        if spec.get("affinity"):
+            affinity = self._required_affinity(obj, spec)
+            pod_affinity = self._pod_affinity(obj, spec, namespace)
+        else:
+            affinity, pod_affinity = (), True
+        host_ports: tuple[HostPort, ...] | None = ()
+        if type(containers) is list:
+            for container in containers:
+                if type(container) is not dict or container.get("ports"):
+                    host_ports = self._host_ports(obj, spec)
+                    break
+        elif containers:
+            host_ports = self._host_ports(obj, spec)
+        if affinity is None or pod_affinity is False or host_ports is None:
+            return None
+        tolerations = spec.get("tolerations")
+        node_selector = spec.get("nodeSelector")
+        name = meta["name"]
+        return PodInfo(
+            namespace,
+            name,
+            str(meta.get("uid") or f"{namespace}/{name}"),
+            creation,
+            requests,
+            gpu,
+            pod_status,
+            str(node_name or ""),
+            groups,
+            str(spec.get("schedulerName") or "default-scheduler"),
+            "",
+            subgroup,
+            labels,
+            task_priority,
+            self._node_selector(node_selector) if node_selector else (),
+            affinity,
+            self._tolerations(tolerations) if tolerations else (),
+            str(spec.get("priorityClassName") or ""),
+            obj,
+            pod_affinity if isinstance(pod_affinity, InterPodAffinity) else None,
+            host_ports,
+            self._claims(str(name), spec) if spec.get("volumes") else (),
+            str(status.get("nominatedNodeName") or ""),
+        )
+
+    def _pod_labels(self, raw: Any) -> tuple[dict[str, str], tuple[str, ...], int | None, str]:
+        """A pod's labels (truthy) as text, its GPU groups (runai-gpu-group, then runai-gpu-group/<id>
+        sorted), task priority and sub-group; converted once per distinct content (pods of a job share
+        one labels dict, which nobody changes)."""
+        key = tuple(raw.items()) if type(raw) is dict else None
+        if key is not None:
+            try:
+                found = self._shared_labels.get(key)
+            except TypeError:
+                key = found = None
+            if found is not None:
+                return found
+        labels = {str(k): str(v) for k, v in raw.items()}
         task_priority = None
         if keys.TASK_PRIORITY_LABEL in labels:
             try:
@@ -844,82 +1080,92 @@ class SnapshotBuilder:
             groups.sort()
         if labels.get(keys.GPU_GROUP_LABEL):
             groups.insert(0, labels[keys.GPU_GROUP_LABEL])
-        if spec.get("affinity"):
-            affinity = self._required_affinity(obj, spec)
-            pod_affinity = self._pod_affinity(obj, spec, namespace)
-        else:
-            affinity, pod_affinity = (), True
-        host_ports = self._host_ports(obj, spec)
-        if affinity is None or pod_affinity is False or host_ports is None:
-            return None
-        tolerations = spec.get("tolerations")
-        node_selector = spec.get("nodeSelector")
-        return PodInfo(
-            namespace=namespace,
-            name=meta["name"],
-            uid=str(meta.get("uid") or f"{namespace}/{meta['name']}"),
-            creation=creation,
-            requests=requests,
-            gpu=gpu,
-            status=pod_status,
-            node=str(spec.get("nodeName") or ""),
-            gpu_groups=tuple(dict.fromkeys(groups)) if groups else (),
-            scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
-            subgroup=labels.get(keys.SUBGROUP_LABEL, DEFAULT_SUBGROUP),
-            labels=labels,
-            task_priority=task_priority,
-            node_selector=tuple(sorted((str(k), str(v)) for k, v in node_selector.items())) if node_selector else (),
-            required_affinity=affinity,
-            tolerations=tuple(
-                Toleration(
-                    str(t.get("key") or ""),
-                    str(t.get("operator") or "Equal"),
-                    str(t.get("value") or ""),
-                    str(t.get("effect") or ""),
-                )
-                for t in tolerations
-                if isinstance(t, dict)
-            )
-            if tolerations
-            else (),
-            priority_class_name=str(spec.get("priorityClassName") or ""),
-            raw=obj,
-            pod_affinity=pod_affinity if isinstance(pod_affinity, InterPodAffinity) else None,
-            host_ports=host_ports,
-            claims=self._claims(str(meta["name"]), spec) if spec.get("volumes") else (),
-            nominated_node=str(status.get("nominatedNodeName") or ""),
+        parts = (
+            labels,
+            tuple(dict.fromkeys(groups)) if groups else (),
+            task_priority,
+            labels.get(keys.SUBGROUP_LABEL, DEFAULT_SUBGROUP),
         )
+        if key is not None and all(type(k) is str and type(v) is str for k, v in key):
+            self._shared_labels[key] = parts  # only text: a number equal to another (1 == True) never hits
+        return parts
 
-    def _pod_status(self, obj: dict[str, Any], spec: dict[str, Any], status: dict[str, Any]) -> PodStatus | None:
-        phase = status.get("phase") or "Pending"
-        if phase == "Succeeded":
-            return PodStatus.SUCCEEDED
-        if phase == "Failed":
-            return PodStatus.FAILED
-        if phase not in ("Pending", "Running", "Unknown"):
-            self._problem("Pod", obj, "status.phase", f"is not a pod phase: {phase!r}")
-            return None
-        deleting = bool(obj["metadata"].get("deletionTimestamp"))
-        if spec.get("nodeName"):
-            return PodStatus.RELEASING if deleting else PodStatus.RUNNING
-        if deleting:
-            return PodStatus.SUCCEEDED  # never bound and going away: it takes nothing and needs nothing
-        if spec.get("schedulingGates"):
-            return PodStatus.GATED
-        return PodStatus.PENDING
+    def _tolerations(self, raw: Any) -> tuple[Toleration, ...]:
+        """spec.tolerations (truthy), converted once per distinct content of the fields read."""
+        key: tuple[Any, ...] | None = None
+        if type(raw) is list:
+            parts = []
+            for t in raw:
+                if type(t) is not dict:
+                    break
+                part = (t.get("key"), t.get("operator"), t.get("value"), t.get("effect"))
+                for value in part:
+                    if value is not None and type(value) is not str:  # 1 == True: only text is keyed
+                        break
+                else:
+                    parts.append(part)
+                    continue
+                break
+            else:
+                key = tuple(parts)
+                found = self._shared_tolerations.get(key)
+                if found is not None:
+                    return found
+        converted = tuple(
+            Toleration(
+                str(t.get("key") or ""),
+                str(t.get("operator") or "Equal"),
+                str(t.get("value") or ""),
+                str(t.get("effect") or ""),
+            )
+            for t in raw
+            if isinstance(t, dict)
+        )
+        if key is not None:
+            self._shared_tolerations[key] = converted
+        return converted
+
+    def _node_selector(self, raw: Any) -> tuple[tuple[str, str], ...]:
+        """spec.nodeSelector (truthy), sorted (key, value) pairs, converted once per distinct content."""
+        key = None
+        if type(raw) is dict:
+            key = (tuple(raw.items()), tuple(map(type, raw)), tuple(map(type, raw.values())))
+            try:
+                found = self._shared_selectors.get(key)
+            except TypeError:
+                key = found = None
+            if found is not None:
+                return found
+        converted = tuple(sorted((str(k), str(v)) for k, v in raw.items()))
+        if key is not None and all(t is str for t in (*key[1], *key[2])):  # only text: 1 == True, 0.0 == -0.0
+            self._shared_selectors[key] = converted
+        return converted
 
     def _pod_requests(self, obj: dict[str, Any], spec: dict[str, Any]) -> Resources | None:
         """Effective request: max(sum of containers, largest init container) plus overhead (as kube-scheduler).
         Parsed once per distinct content: pods with the same requests share one (never changed) Resources."""
+        plain = _plain_content_key(spec)
+        if plain is not None:
+            try:
+                found = self._plain_requests.get(plain)
+            except TypeError:  # a value that is not a plain string or number: parsed (and named) below
+                plain = found = None
+            if found is not None:
+                return found
         key = _content_key(spec)
         if key is not None:
-            found = self._requests.get(key)
+            try:
+                found = self._requests.get(key)
+            except TypeError:
+                key = found = None
             if found is not None:
                 return found
         before = len(self.problems)
         parsed = self._parse_pod_requests(obj, spec)
         if key is not None and parsed is not None and len(self.problems) == before:
             self._requests[key] = parsed
+            if plain is not None and all(type(k) is str and type(v) is str for part in plain for k, v in part):
+                self._plain_requests[plain] = parsed  # only text: a number equal to another (1 == 1.0) never hits
         return parsed
 
     def _parse_pod_requests(self, obj: dict[str, Any], spec: dict[str, Any]) -> Resources | None:

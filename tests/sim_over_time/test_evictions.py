@@ -22,8 +22,8 @@ def evict_at(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[float, list[str]]
     plan: dict[float, list[str]] = {}
     real = trace.run_cycle
 
-    def cycle(snapshot, config):  # type: ignore[no-untyped-def]
-        decisions = real(snapshot, config)
+    def cycle(snapshot, config, **options):  # type: ignore[no-untyped-def]
+        decisions = real(snapshot, config, **options)
         for key in plan.get(round(snapshot.now - 1767571200.0), []):
             pod = next(p for pg in snapshot.podgroups.values() for p in pg.pods if p.key == key)
             assert pod.status is PodStatus.RUNNING

@@ -5,6 +5,8 @@ checks (limits at every ancestor, non-preemptible work within deserved quota) an
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -15,6 +17,7 @@ from kai.framework.decisions import QueueReport
 from kai.framework.gpushare import node_fraction
 from kai.framework.placement import tasks_to_allocate
 from kai.framework.plugin import register_plugin
+from kai.framework.podtable import CODE, status_mask
 from kai.framework.session import Session
 from kai.framework.status import SUCCESS, Status, unschedulable
 from kai.model import (
@@ -33,6 +36,8 @@ from kai.plugins.proportion.fairshare import UNLIMITED, ShareRequest, divide
 from kai.plugins.proportion.reclaim import ReclaimRules
 
 RESOURCES = (GPU, CPU, MEMORY)  # the column order of every queue vector below
+_ALLOCATED = status_mask(ALLOCATED)
+_PENDING = CODE[PodStatus.PENDING]
 LABELS = ("GPUs", "CPU millicores", "MB of memory")
 MB = 1e6
 
@@ -121,6 +126,8 @@ class ProportionPlugin:
         self._paths: dict[str, list[QueueAttrs]] = {}
         self._job_requests: dict[str, np.ndarray] = {}
         self._order_keys: dict[str, tuple[str, tuple[Any, ...]]] = {}
+        # per queue, its order key per request of the job next (until the queue's allocation changes)
+        self._order_by_request: dict[str, dict[bytes, tuple[Any, ...]]] = {}
         self._constants: dict[str, tuple[list[float], list[float], list[float], AllocatableShare]] = {}
         self.total = self._total(ssn)
         for queue in ssn.queues.values():
@@ -146,77 +153,62 @@ class ProportionPlugin:
         """Every queue's allocation and request from the session's pods (request = allocated + pending),
         summed with one vectorised update per array, pod by pod in job order as one at a time would: each
         pod adds its queue vector to every queue of its job's queue path, leaf first."""
+        table = ssn.table
+        columns = table.columns
+        if not len(columns.pods):
+            return
         names = list(self.attrs)
         position = {name: i for i, name in enumerate(names)}
-        path_of: dict[str, int] = {}  # queue -> its path's number
         paths: list[list[int]] = []  # per path number: the queues' rows, leaf first
-        vectors: list[np.ndarray] = []
-        slot: dict[int, int] = {}  # id(queue vector) -> row in vectors
-        fast: dict[tuple[int, int], int] = {}  # (id(requests), id(gpu)) -> row in vectors, pods not by memory
-        by_memory: dict[int, bool] = {}  # id(pod.gpu) -> a gpu-memory request
-        # Per pod that counts, in pod order: its path's number and its vector's row.
-        targets: dict[str, tuple[list[int], list[int]]] = {"allocated": ([], []), "np": ([], []), "request": ([], [])}
-        alloc_p, alloc_v = targets["allocated"]
-        np_p, np_v = targets["np"]
-        req_p, req_v = targets["request"]
-        allocated_statuses, pending = ALLOCATED, PodStatus.PENDING
-        for job in ssn.jobs.values():
-            if job.queue not in self.attrs:
-                continue
-            path = path_of.get(job.queue)
-            if path is None:
-                path = path_of[job.queue] = len(paths)
-                paths.append([position[q.name] for q in ssn.queue_path(job.queue)])
-            preemptible = job.preemptible
-            for sub in job.leaves:
-                for pod in sub.pods:
-                    status = pod.status
-                    allocated = status in allocated_statuses
-                    if not allocated and status is not pending:
-                        continue
-                    gpu = pod.gpu
-                    memory = by_memory.get(id(gpu))
-                    if memory is None:
-                        memory = by_memory[id(gpu)] = gpu.memory_mib > 0
-                    v = None if memory else fast.get((id(pod.requests), id(gpu)))
-                    if v is None:
-                        vec = self.queue_vector(pod)
-                        v = slot.get(id(vec))
-                        if v is None:
-                            v = slot[id(vec)] = len(vectors)
-                            vectors.append(vec)
-                        if not memory:
-                            fast[(id(pod.requests), id(gpu))] = v
-                    if allocated:
-                        alloc_p.append(path)
-                        alloc_v.append(v)
-                        if not preemptible:
-                            np_p.append(path)
-                            np_v.append(v)
-                    req_p.append(path)
-                    req_v.append(v)
-        if not vectors:
+        path_of: dict[str, int] = {}  # queue -> its path's number
+        for queue in dict.fromkeys(table.queue):
+            if queue in self.attrs:
+                path_of[queue] = len(paths)
+                paths.append([position[q.name] for q in ssn.queue_path(queue)])
+        job_path = np.fromiter(map(path_of.get, table.queue, repeat(-1)), dtype=np.intp, count=len(table.queue))
+        pod_path = job_path[table.job_of]
+        allocated = _ALLOCATED[columns.status]
+        counted = (pod_path >= 0) & (allocated | (columns.status == _PENDING))
+        if not counted.any():
             return
-        table = np.array(vectors)
+        # Each counted pod's queue vector, as a row of `vectors`: one per (Resources, GpuRequest) pair, but
+        # a gpu-memory pod's on its own (placed, it counts as its portion of its node's GPUs).
+        gpus = table.gpus.items
+        by_memory = np.fromiter((g.memory_mib > 0 for g in gpus), dtype=bool, count=len(gpus))[columns.gpu]
+        pair = columns.req * len(gpus) + columns.gpu
+        plain = counted & ~by_memory
+        _, first, inverse = np.unique(pair[plain], return_index=True, return_inverse=True)
+        pods = columns.pods
+        plain_at = np.flatnonzero(plain)
+        vectors = [self.queue_vector(pods[i]) for i in plain_at[first].tolist()]
+        slot = np.empty(len(pods), dtype=np.intp)
+        slot[plain_at] = inverse.reshape(-1)
+        for i in np.flatnonzero(counted & by_memory).tolist():
+            slot[i] = len(vectors)
+            vectors.append(self.queue_vector(pods[i]))
+        table_rows = np.array(vectors)
         lengths = np.array([len(p) for p in paths], dtype=np.intp)
         starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.intp)
         flat = np.array([q for p in paths for q in p], dtype=np.intp)
-        for what, (pod_paths, rows) in targets.items():
-            if not pod_paths:
+        non_preemptible = ~table.preemptible[table.job_of]
+        targets = {
+            "allocated": counted & allocated,
+            "allocated_np": counted & allocated & non_preemptible,
+            "request": counted,
+        }
+        for field_name, mask in targets.items():
+            if not mask.any():
                 continue
             # Each pod's path spelled out, in pod order (the order one update at a time would add them).
-            numbers = np.array(pod_paths, dtype=np.intp)
+            numbers = pod_path[mask]
             counts = lengths[numbers]
             firsts = np.cumsum(counts) - counts
             queues = flat[np.repeat(starts[numbers] - firsts, counts) + np.arange(int(counts.sum()), dtype=np.intp)]
-            sums = np.zeros((len(names), 3))
-            np.add.at(sums, queues, table[np.repeat(np.array(rows, dtype=np.intp), counts)])
-            touched = set(queues.tolist())
-            for i, name in enumerate(names):
-                if i in touched:
-                    attrs = self.attrs[name]
-                    field_name = "allocated_np" if what == "np" else what
-                    setattr(attrs, field_name, sums[i].copy())
+            values = table_rows[np.repeat(slot[mask], counts)]
+            # bincount adds in pod order, as np.add.at (one at a time) does: the same sums to the bit.
+            sums = np.stack([np.bincount(queues, weights=values[:, c], minlength=len(names)) for c in range(3)], axis=1)
+            for i in np.unique(queues).tolist():
+                setattr(self.attrs[names[i]], field_name, sums[i].copy())
 
     @staticmethod
     def _total(ssn: Session) -> np.ndarray:
@@ -234,7 +226,8 @@ class ProportionPlugin:
         to_queue[ssn.space.index(MEMORY), 2] = 1.0
         usable = nodes.usable
         total = nodes.allocatable[usable].sum(axis=0) @ to_queue
-        total[0] += sum(n.dra_gpus for n, ok in zip(nodes.infos, usable, strict=True) if ok)  # DRA GPUs
+        dra = np.fromiter(map(attrgetter("dra_gpus"), nodes.infos), dtype=float, count=len(nodes.infos))
+        total[0] += dra[usable].sum() if dra.any() else 0  # DRA GPUs
         for pod in ssn.snapshot.foreign_pods:
             row = nodes.index.get(pod.node)
             if row is not None and usable[row] and pod.status in (PodStatus.RUNNING, PodStatus.RELEASING):
@@ -284,6 +277,7 @@ class ProportionPlugin:
         self._job_requests.pop(job.key, None)
         for attrs in path:
             self._order_keys.pop(attrs.queue.name, None)
+            self._order_by_request.pop(attrs.queue.name, None)
 
     # -- fair share ---------------------------------------------------------------------------
     def _divide(self) -> None:
@@ -365,12 +359,20 @@ class ProportionPlugin:
 
     def queue_order_key(self, queue: QueueInfo, job: PodGroupInfo) -> tuple[Any, ...]:
         """KAI's queue order rules 1-7 as a sort key for the queue with this job next (cached until the queue's
-        allocation or the job changes). The session appends rule 8 (older queue first) and the name."""
+        allocation changes, per job and per request: a job counts only by what its next batch asks for).
+        The session appends rule 8 (older queue first) and the name."""
         cached = self._order_keys.get(queue.name)
         if cached is not None and cached[0] == job.key:
             return cached[1]
-        attrs = self.attrs[queue.name]
-        key = self.order_key(attrs, self.job_request(job), attrs.allocated)
+        request = self.job_request(job)
+        by_request = self._order_by_request.get(queue.name)
+        if by_request is None:
+            by_request = self._order_by_request[queue.name] = {}
+        raw = request.tobytes()  # jobs asking for the same resources give the queue the same key
+        key = by_request.get(raw)
+        if key is None:
+            attrs = self.attrs[queue.name]
+            key = by_request[raw] = self.order_key(attrs, request, attrs.allocated)
         self._order_keys[queue.name] = (job.key, key)
         return key
 
