@@ -11,7 +11,6 @@ a statement moved since then (kai.framework.statement.moved_pods) need looking a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from weakref import WeakKeyDictionary
 
 from kai.framework.decisions import JobOutcome
 from kai.framework.session import Session
@@ -30,9 +29,6 @@ class JobScan:
     running: dict[str, JobOutcome]  # those outcomes, per queue
     others: list[str]  # the jobs that are not plainly running (in job order)
     to_check: list[str]  # jobs that carry a stale instant or may be stale (in job order)
-
-
-_SCANS: WeakKeyDictionary[Session, JobScan] = WeakKeyDictionary()
 
 
 def plainly_running(job: PodGroupInfo) -> bool:
@@ -93,13 +89,13 @@ def scan_jobs(ssn: Session) -> JobScan:
             other(key)
         if job.stale_since is not None or _maybe_stale(job):
             check(key)
-    scan = _SCANS[ssn] = JobScan(len(moved_pods(ssn)), outcomes, running, others, to_check)
+    scan = ssn.state["job scan"] = JobScan(len(moved_pods(ssn)), outcomes, running, others, to_check)
     return scan
 
 
 def last_scan(ssn: Session) -> tuple[JobScan, set[str]] | None:
     """The session's last pass, and the jobs whose pods a statement moved since (None: no pass)."""
-    scan = _SCANS.get(ssn)
+    scan: JobScan | None = ssn.state.get("job scan")
     if scan is None:
         return None
     return scan, {pod.job_key for pod in moved_pods(ssn)[scan.moves :]}

@@ -19,15 +19,12 @@ from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
-from weakref import WeakKeyDictionary
 
 import numpy as np
 
 from kai.framework.rowscore import RowScorer, Scored
 from kai.framework.session import PlacementContext, Session
 from kai.model import PodInfo
-
-_CACHES: WeakKeyDictionary[Session, PlacementCache] = WeakKeyDictionary()
 
 MISS = object()  # the task is not cacheable: place it by the full computation
 STICKY = True  # answer from the last best row while only it changed (PlacementCache._still_best); tests switch it off
@@ -257,12 +254,12 @@ class PlacementCache:
 @contextmanager
 def placement_cache(ssn: Session) -> Iterator[PlacementCache]:
     """Keep a placement cache on the session while the block runs (find_node uses it)."""
-    cache = _CACHES[ssn] = PlacementCache(ssn)
+    cache = ssn.state["placement cache"] = PlacementCache(ssn)
     try:
         yield cache
     finally:
-        _CACHES.pop(ssn, None)
+        ssn.state.pop("placement cache", None)
 
 
 def active_cache(ssn: Session) -> PlacementCache | None:
-    return _CACHES.get(ssn)
+    return ssn.state.get("placement cache")

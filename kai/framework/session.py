@@ -12,7 +12,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from itertools import chain
 from operator import attrgetter, is_, methodcaller
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -43,6 +43,7 @@ _ALLOCATABLE = attrgetter("allocatable")
 _AMOUNTS = attrgetter("amounts")
 _USABLE = attrgetter("usable")
 _GPU_MEMORY = attrgetter("gpu_memory_mib")
+T = TypeVar("T")
 _PENDING_CODE = CODE[PodStatus.PENDING]
 _RELEASING_CODE = CODE[PodStatus.RELEASING]
 
@@ -347,6 +348,8 @@ class Session:
         self.fit_errors: dict[str, Status] = {}
         self.noted_causes: dict[str, list[Any]] = {}  # job key -> causes.Cause noted by actions and plugins
         self.evicted_gpus: dict[str, float] = {}  # per victim leaf queue, this cycle (disruption budget)
+        # What framework modules keep for this session only (kube-scheduler's CycleState): see `kept`.
+        self.state: dict[str, Any] = {}
         self._vectors: dict[int, np.ndarray] = {}
         self._needs: dict[int, tuple[np.ndarray, np.ndarray, tuple[tuple[int, float], ...]]] = {}
         if previous is not None:
@@ -374,6 +377,14 @@ class Session:
     def any_pod(self, attribute: str) -> bool:
         """Whether some pod of the session has a truthy `attribute` (e.g. `host_ports`; see PodTable.pod_flag)."""
         return bool(self.table.pod_flag(attribute).any())
+
+    def kept(self, key: str, make: Callable[[], T]) -> T:
+        """The state a framework module keeps under `key` for this session (victim pools, the placement
+        cache, the log of moved pods, …): made by `make` on first ask, gone with the session."""
+        found = self.state.get(key)
+        if found is None:
+            found = self.state[key] = make()
+        return found
 
     def jobs_with_pending(self) -> list[PodGroupInfo]:
         """The jobs that had pending pods when the session opened, in job order (found as it opened).

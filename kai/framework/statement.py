@@ -8,7 +8,6 @@ all of it, and `commit` turns it into decisions.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from weakref import WeakKeyDictionary
 
 import numpy as np
 
@@ -16,17 +15,12 @@ from kai.framework.decisions import Eviction, Pipelining, new_binding
 from kai.framework.session import Session
 from kai.model import PodInfo, PodStatus
 
-_MOVED: WeakKeyDictionary[Session, list[PodInfo]] = WeakKeyDictionary()
-
 
 def moved_pods(ssn: Session) -> list[PodInfo]:
     """Every pod a statement of the session changed the status of, in the order it did (a pod once per
     change). A statement is the only thing that changes a pod within a session, so the pods that may
     differ from how a scan at some moment saw them are those logged since (see kai.framework.jobscan)."""
-    log = _MOVED.get(ssn)
-    if log is None:
-        log = _MOVED[ssn] = []
-    return log
+    return ssn.kept("moved pods", list)
 
 
 def _move(task: PodInfo, status: PodStatus, log: list[PodInfo]) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
-import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,13 +72,12 @@ def _without(job: PodGroupInfo, gone: set[int]) -> PodGroupInfo:
 
 
 _NOTHING: set[int] = set()
-_POOLS: weakref.WeakKeyDictionary[Session, dict[Candidate, VictimPool]] = weakref.WeakKeyDictionary()
 
 
 def victim_pool(ssn: Session, candidate: Candidate, *, new_action: bool = False) -> VictimPool:
     """The session's victim pool for this candidate rule: built on first use, brought up to date after
     (`new_action`: an evicting action starts, and the candidate rule is applied afresh)."""
-    pools = _POOLS.setdefault(ssn, {})
+    pools: dict[Candidate, VictimPool] = ssn.kept("victim pools", dict)
     pool = pools.get(candidate)
     if pool is None:
         pool = pools[candidate] = VictimPool(ssn, candidate)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,8 +80,6 @@ class Scenario:
 
 
 _STAND_INS = itertools.count()  # a fresh name for every stand-in: plugins cache per job name
-# Per session, the jobs with a pending pod in job order, for the simulations (see Solver._pending_others).
-_PENDING: weakref.WeakKeyDictionary[Session, FixedJobs] = weakref.WeakKeyDictionary()
 
 
 def stand_in(job: PodGroupInfo, tasks: list[PodInfo], suffix: str) -> PodGroupInfo:
@@ -504,10 +501,10 @@ class Solver:
         status). Read from the jobs that had pending pods when the session opened (every job with one now
         is among them, in the same order). The preemptor is among them: each simulation leaves it out."""
         if self._others is None:
-            others = _PENDING.get(self.ssn)
+            ssn = self.ssn
+            others = ssn.state.get("pending jobs")  # kept for the session's later solves
             if others is None:
-                jobs = self.ssn.jobs_with_pending()
-                others = _PENDING[self.ssn] = FixedJobs(self.ssn, jobs, PodGroupInfo.has_pending)
+                others = ssn.state["pending jobs"] = FixedJobs(ssn, ssn.jobs_with_pending(), PodGroupInfo.has_pending)
             else:
                 others.update()
             self._others = others
