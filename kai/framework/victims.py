@@ -239,10 +239,27 @@ class _Potential:
                             freed[row] = freed.get(row, 0.0) + gpus
 
 
+_UNSET = "\x00unset"  # a reason or budget message a trial did not set (no real message is this)
+
+
+@dataclass(slots=True)
+class _Tried:
+    """A walk's failed trial: its chunks (kept alive, so that their ids stay theirs), and what it left in
+    the solver's reason, budget message (`_UNSET`: left as it was) and validator verdict."""
+
+    chunks: tuple[Chunk, ...]
+    reason: str
+    budget: str
+    policy_rejected: bool
+
+
 class Solver:
     # Whether a simulation stops as soon as the job's first k tasks no longer have room anywhere (see
     # `_simulate`); a switch only so that tests can compare the shortcut with the full simulation.
     stop_when_job_cannot_fit = True
+    # Whether a walk answers a trial of chunks it already tried from that trial's answer (see
+    # `_trial_once`); a switch only so that tests can compare the shortcut with every trial simulated.
+    reuse_tried = True
 
     def __init__(
         self,
@@ -576,6 +593,35 @@ class Solver:
         stmt.rollback(cp)
         return 0
 
+    def _trial_once(self, tried: dict[tuple[int, ...], _Tried], recorded: list[Chunk], new: list[Chunk], k: int) -> int:
+        """`_trial`, unless this walk already tried the same chunks: a walk's trials all start from the
+        same state (the recorded victims evicted, the rest rolled back) with the same k, and a trial is a
+        function of that state, its chunks and k, so a repeat fails as the first did (a success ends the
+        walk), with the same reason, budget message and validator verdict left behind. A gang spread over
+        several nodes is offered once for each of its nodes, often alone there: the same trial again."""
+        if not self.reuse_tried:
+            return self._trial(recorded, new, k)
+        key = tuple(map(id, new))
+        seen = tried.get(key)
+        if seen is not None:
+            self.ssn.decisions.count("filtered", self.action)  # answered without a simulation
+            self.policy_rejected = seen.policy_rejected
+            if seen.reason is not _UNSET:
+                self.reason = seen.reason
+            if seen.budget is not _UNSET:
+                self.budget = seen.budget
+            return 0
+        reason, budget = self.reason, self.budget
+        self.reason = self.budget = _UNSET
+        step = self._trial(recorded, new, k)
+        if not step:
+            tried[key] = _Tried(tuple(new), self.reason, self.budget, self.policy_rejected)
+        if self.reason is _UNSET:
+            self.reason = reason
+        if self.budget is _UNSET:
+            self.budget = budget
+        return step
+
     def solve(self) -> Outcome:
         ssn, job = self.ssn, self.job
         self.tasks = tasks = tasks_to_allocate(ssn, job)
@@ -622,6 +668,7 @@ class Solver:
                     self.picker = self.picker.restart(recorded)
             # Popped chunks not yet recorded, per node (rebuilt from this walk's pops only).
             potential = _Potential(mask)
+            tried: dict[tuple[int, ...], _Tried] = {}  # this walk's failed trials, by their chunks
             pot_chunks, pot_freed = potential.chunks, potential.freed
             # Equal whole-GPU requests (the common gang): a pop's GPU check reads the row's running sum.
             g = self.needs[0]
@@ -671,13 +718,13 @@ class Solver:
                         self.filtered += 1
                         continue
                     self._flush_filtered()
-                    step = self._trial(recorded, group, k)
+                    step = self._trial_once(tried, recorded, group, k)
                     if not step and keep_share and self.policy_rejected:
                         # Opt-in rule: with the victim's share kept, a chunk refused even alone can never
                         # be part of an acceptable scenario. Drop it, or it poisons every larger group on
                         # its nodes (a big gang popped before small jobs).
                         if len(group) > 1 and self._feasible_with([chunk], k):
-                            step = self._trial(recorded, [chunk], k)
+                            step = self._trial_once(tried, recorded, [chunk], k)
                             group = [chunk] if step else group
                         if not step and self.policy_rejected:
                             potential.keep(rows, lambda c, chunk=chunk: c is not chunk)  # type: ignore[misc]
