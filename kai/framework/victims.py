@@ -260,6 +260,9 @@ class Solver:
     # Whether a walk answers a trial of chunks it already tried from that trial's answer (see
     # `_trial_once`); a switch only so that tests can compare the shortcut with every trial simulated.
     reuse_tried = True
+    # Whether a simulation skips the PlacementPossible check after a victim placed only on nodes that had
+    # no room for one of the job's tasks (see `_took_room`); a switch only for tests.
+    skip_idle_watch = True
 
     def __init__(
         self,
@@ -478,6 +481,7 @@ class Solver:
         # it was): once the PlacementPossible hooks see no room for the job's first k tasks, its own turn
         # would fail, and the simulation fails now rather than after placing the victims still ahead of it.
         watch = self.stop_when_job_cannot_fit and bool(ssn.hooks.placement_possible)
+        floor = self._task_floor(k) if watch and self.skip_idle_watch else None
         while (rep := order.pop()) is not None:
             key = units[id(rep)]
             if not key:
@@ -501,7 +505,8 @@ class Solver:
                 self.stmt.rollback(cp)
                 continue
             replaced.update(t.key for t in batch)
-            if watch and not ssn.placement_possible(self.job, self.tasks[:k]):
+            took = watch and (floor is None or self._took_room(cp, floor))
+            if took and not ssn.placement_possible(self.job, self.tasks[:k]):
                 return None
         returned: set[str] = set()
         nodes = ssn.nodes
@@ -511,6 +516,36 @@ class Solver:
                 if home and task.key in replaced:
                     returned.add(task.key)
         return replaced, returned
+
+    def _task_floor(self, k: int) -> np.ndarray | None:
+        """The request of the job's first k tasks when they all ask for the same (None otherwise), with the
+        columns it asks for nothing in set to 0."""
+        vectors = [self.ssn.vector(t) for t in self.tasks[:k]]
+        first = vectors[0]
+        if any(v is not first and not np.array_equal(v, first) for v in vectors):
+            return None
+        return np.where(first > EPS, first, 0.0)
+
+    def _took_room(self, cp: int, floor: np.ndarray) -> bool:
+        """Whether the pods the statement placed since `cp` went onto a node that had room for one of the
+        job's tasks (all asking for `floor`) before them. When none did, no node's count of tasks it can
+        hold changed, and the PlacementPossible answer is the one the simulation had before (for the
+        topology hook, which counts whole tasks per node when the tasks ask for the same). Skipping the
+        check is safe in any case: a simulation that goes on after its job lost its room fails at the
+        job's own turn."""
+        ssn = self.ssn
+        nodes = ssn.nodes
+        ops = self.stmt.ops
+        before: dict[int, np.ndarray] = {}
+        for i in range(cp, len(ops)):
+            op = ops[i]
+            row = op.row
+            vec = ssn.vector(op.task)
+            got = before.get(row)
+            before[row] = (nodes.idle[row] + nodes.releasing[row] + vec) if got is None else got + vec
+        asked = floor > 0
+        need = floor[asked] * (1 - 1e-9) - 1e-6  # a node held a task unless it lacked one by a clear margin
+        return any((free[asked] >= need).all() for free in before.values())
 
     def _pending_others(self) -> FixedJobs:
         """The session's jobs with a pending pod, per leaf queue in job order (brought up to date once per

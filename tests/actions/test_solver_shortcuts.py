@@ -3,16 +3,19 @@ and plain), the contract JSON of two rounds with a shortcut on equals the one wi
 the shortcut is taken (fewer trials simulated).
 
 Shortcuts:
-- `Solver.reuse_tried`: a walk answers a trial of chunks it already tried from that trial's answer."""
+- `Solver.reuse_tried`: a walk answers a trial of chunks it already tried from that trial's answer;
+- `Solver.skip_idle_watch`: a simulation skips the PlacementPossible check after a victim placed only
+  on nodes that had no room for one of the job's tasks."""
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from kai.framework.session import Session
 from kai.framework.victims import Solver
 from tests.actions.evict_helpers import gq, stamp
 from tests.scenario import node, pod, podgroup, run
@@ -57,35 +60,36 @@ def plain_cluster(seed: int) -> list[dict[str, Any]]:
 CLUSTERS: dict[str, Callable[[int], list[dict[str, Any]]]] = {"topology": topology_cluster, "plain": plain_cluster}
 
 
-@pytest.fixture
-def trials(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """Counts the trials the solver really runs (simulated or refused by the pre-check)."""
-    count = [0]
-    trial = Solver._trial
-
-    def counted(self: Solver, *args: Any) -> int:
-        count[0] += 1
-        return trial(self, *args)
-
-    monkeypatch.setattr(Solver, "_trial", counted)
-    yield count
+# switch -> (the object and method whose calls the shortcut saves)
+SAVES: dict[str, tuple[Any, str]] = {
+    "reuse_tried": (Solver, "_trial"),  # trials run (simulated or refused by the pre-check)
+    "skip_idle_watch": (Session, "placement_possible"),  # PlacementPossible checks
+}
 
 
 @pytest.mark.parametrize("kind", sorted(CLUSTERS))
-@pytest.mark.parametrize("switch", ["reuse_tried"])
-def test_a_shortcut_decides_as_the_solver_without_it(
-    kind: str, switch: str, trials: list[int], monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.mark.parametrize("switch", sorted(SAVES))
+def test_a_shortcut_decides_as_the_solver_without_it(kind: str, switch: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    owner, method = SAVES[switch]
+    calls = [0]
+    original = getattr(owner, method)
+
+    def counted(*args: Any) -> Any:
+        calls[0] += 1
+        return original(*args)
+
+    monkeypatch.setattr(owner, method, counted)
     with_shortcut = without = 0
     for seed in range(12):
         objects = CLUSTERS[kind](seed)
-        start = trials[0]
+        start = calls[0]
         shortcut = run(objects, rounds=2)
-        with_shortcut += trials[0] - start
+        with_shortcut += calls[0] - start
         with monkeypatch.context() as m:
             m.setattr(Solver, switch, False)
-            start = trials[0]
+            start = calls[0]
             full = run(objects, rounds=2)
-            without += trials[0] - start
+            without += calls[0] - start
         assert shortcut == full, f"{kind} cluster, seed {seed}"
-    assert with_shortcut < without  # the shortcut was taken
+    if kind == "topology" or switch != "skip_idle_watch":  # plain clusters have no PlacementPossible hook
+        assert with_shortcut < without  # the shortcut was taken
