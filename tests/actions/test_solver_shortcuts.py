@@ -5,7 +5,9 @@ the shortcut is taken (fewer trials simulated).
 Shortcuts:
 - `Solver.reuse_tried`: a walk answers a trial of chunks it already tried from that trial's answer;
 - `Solver.skip_idle_watch`: a simulation skips the PlacementPossible check after a victim placed only
-  on nodes that had no room for one of the job's tasks."""
+  on nodes that had no room for one of the job's tasks;
+- `placement.SUBSET_CACHE`: a batch placed inside a node set (a topology domain) goes through a placement
+  cache of its own."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from kai.framework import placement
 from kai.framework.session import Session
 from kai.framework.victims import Solver
 from tests.actions.evict_helpers import gq, stamp
@@ -60,23 +63,26 @@ def plain_cluster(seed: int) -> list[dict[str, Any]]:
 CLUSTERS: dict[str, Callable[[int], list[dict[str, Any]]]] = {"topology": topology_cluster, "plain": plain_cluster}
 
 
-# switch -> (the object and method whose calls the shortcut saves)
-SAVES: dict[str, tuple[Any, str]] = {
-    "reuse_tried": (Solver, "_trial"),  # trials run (simulated or refused by the pre-check)
-    "skip_idle_watch": (Session, "placement_possible"),  # PlacementPossible checks
+# switch (its owner, its name) -> the object and method whose calls the shortcut saves
+SAVES: dict[tuple[Any, str], tuple[Any, str]] = {
+    (Solver, "reuse_tried"): (Solver, "_trial"),  # trials run (simulated or refused by the pre-check)
+    (Solver, "skip_idle_watch"): (Session, "placement_possible"),  # PlacementPossible checks
+    (placement, "SUBSET_CACHE"): (placement, "find_node"),  # full node searches
 }
 
 
 @pytest.mark.parametrize("kind", sorted(CLUSTERS))
-@pytest.mark.parametrize("switch", sorted(SAVES))
-def test_a_shortcut_decides_as_the_solver_without_it(kind: str, switch: str, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("switch", list(SAVES), ids=[name for _, name in SAVES])
+def test_a_shortcut_decides_as_the_solver_without_it(
+    kind: str, switch: tuple[Any, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     owner, method = SAVES[switch]
     calls = [0]
     original = getattr(owner, method)
 
-    def counted(*args: Any) -> Any:
+    def counted(*args: Any, **kwargs: Any) -> Any:
         calls[0] += 1
-        return original(*args)
+        return original(*args, **kwargs)
 
     monkeypatch.setattr(owner, method, counted)
     with_shortcut = without = 0
@@ -86,10 +92,12 @@ def test_a_shortcut_decides_as_the_solver_without_it(kind: str, switch: str, mon
         shortcut = run(objects, rounds=2)
         with_shortcut += calls[0] - start
         with monkeypatch.context() as m:
-            m.setattr(Solver, switch, False)
+            m.setattr(*switch, False)
             start = calls[0]
             full = run(objects, rounds=2)
             without += calls[0] - start
         assert shortcut == full, f"{kind} cluster, seed {seed}"
-    if kind == "topology" or switch != "skip_idle_watch":  # plain clusters have no PlacementPossible hook
+    if kind == "topology":  # plain clusters have no PlacementPossible hook and no node sets
         assert with_shortcut < without  # the shortcut was taken
+    elif switch[1] == "reuse_tried":
+        assert with_shortcut < without
