@@ -175,7 +175,10 @@ class TopologyPlugin:
         free = everywhere[base]
         shape = self._shape(tasks)
         scope = tree.member if request.allowed is None else tree.member & request.allowed.mask
-        top = _common_domain(tree, scope, levels[0])
+        # As KAI: the search starts from the lowest domain holding the set, never below the preferred level
+        # (with none, as low as the set goes); domains above it have no room counted.
+        preferred = tree.depth(constraint.preferred_level) if constraint.preferred_level else None
+        top = _common_domain(tree, scope, len(tree.levels) - 1 if preferred is None else preferred)
         members = everywhere[tree.member][:, shape.columns]
         # The answer depends only on these (the domains are ordered by the free room of all their nodes, which
         # determines the candidates' room): trials that free none of the batch's resources in the topology
@@ -192,7 +195,7 @@ class TopologyPlugin:
             self.answers[key] = found
             self.answer_bytes += size
         if isinstance(found, dict):  # no candidate: the rooms, for the message
-            return self._failure(tree, constraint, levels, found, base, who, len(tasks))
+            return self._failure(tree, constraint, levels, found, base, who, len(tasks), top)
         return [NodeSubset(mask, scores, name) for mask, scores, name in found]
 
     def _answer(
@@ -206,7 +209,7 @@ class TopologyPlugin:
         batch = _Batch(free, shape.total, shape.columns, _copies(free, shape), shape.mixed, shape.count)
         rooms = _rooms(tree, levels, self._stacked_ids(tree, levels), base, batch)
         order = _domain_order(tree, max(levels), members, shape, self.pods_column)
-        candidates = self._candidates(tree, levels, rooms, base, order)
+        candidates = self._candidates(tree, levels, rooms, base, order, top)
         if not candidates:
             return rooms
         preferred = tree.depth(constraint.preferred_level) if constraint.preferred_level else None
@@ -337,11 +340,13 @@ class TopologyPlugin:
 
     def _candidates(
         self, tree: DomainTree, depths: list[int], rooms: dict[int, _Room], base: np.ndarray,
-        order: dict[int, np.ndarray],
+        order: dict[int, np.ndarray], top: tuple[int, int],
     ) -> list[tuple[int, int, np.ndarray]]:
         out: list[tuple[int, int, np.ndarray]] = []
         added: dict[int, list[int]] = {}  # node count of a candidate -> a node row of each such candidate
         for depth in depths:
+            if depth < top[0]:
+                continue  # above the lowest domain holding the parent's set: KAI counts no room there
             room = rooms[depth]
             fitting = np.flatnonzero(room.fits)
             if fitting.size == 0:
@@ -372,10 +377,23 @@ class TopologyPlugin:
         base: np.ndarray,
         who: str,
         count: int,
+        top: tuple[int, int],
     ) -> Status:
         level = constraint.required_level or constraint.preferred_level
         scope = _enclosing_domain(tree, base)
         head = f"topology {tree.name}, requirement {level} couldn't be satisfied for {who}"
+        if top[0] >= 0 and any(d < top[0] and bool(rooms[d].fits.any()) for d in depths):
+            inside = tree.domain_name(*top)
+            message = (
+                f"{head}: every node the pods may be placed on is in {inside}, below level {level}; as "
+                f"KAI, the search starts from {inside}, so no domain of level {level} is considered."
+            )
+            cause = Cause(
+                "Topology", message, f"Topology {tree.name}",
+                f"starts when the nodes the pods may be placed on span more than {inside}, or with a preferred level",
+                {"level": level, "within": inside, "pods": count},
+            )
+            return Status(Code.UNSCHEDULABLE, REASON, message, cause)
         if not base.any():
             return Status(
                 Code.UNSCHEDULABLE,

@@ -109,3 +109,25 @@ def test_preferred_scores_rank_every_preferred_domain_under_the_common_domain() 
         assert {rack_of(n) for n in placed} == {"bB-r1", "bB-r3"}
 
 
+
+
+def one_rack(constraint_: dict[str, str]) -> list[dict[str, Any]]:
+    # The whole topology is one rack (b0.r0) of two empty 8-GPU nodes; a gang of 2 x 8 GPUs.
+    return [*racks({"b0.r0": [0, 0]}), *gang("g", 2, topo=constraint_)]
+
+
+def test_the_search_starts_from_the_lowest_domain_holding_the_nodes() -> None:
+    # KAI looks for domains from the lowest domain holding every node the job may be placed on, going
+    # no lower than the preferred level: with only a required block, that is the rack b0.r0, and the
+    # block above it is never considered; the gang stays pending although its block has room (a quirk
+    # of KAI's, kept for parity). A required rack (the rack itself) or a preferred block (the search
+    # stops at the block) places it.
+    result = run(one_rack(constraint(required=BLOCK)))
+    assert result["rounds"][0]["bound"] == []
+    assert result["podGroups"]["ns/g"]["message"] == (
+        "topology dc, requirement topo/block couldn't be satisfied for job ns/g: every node the pods may be "
+        "placed on is in b0.r0, below level topo/block; as KAI, the search starts from b0.r0, so no domain "
+        "of level topo/block is considered."
+    )
+    for other in (constraint(required=RACK), constraint(preferred=BLOCK)):
+        assert sorted(bound(run(one_rack(other))).values()) == ["b0-r0-n0", "b0-r0-n1"], other
