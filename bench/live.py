@@ -10,7 +10,9 @@ measures until every pod is bound:
 * CPU seconds used by the scheduler process and by kube-apiserver, etcd and KWOK, and the
   target: scheduler CPU per bound pod (the process's CPU, scheduler + binder, less the bench's own
   pod watch, which runs in the same process, over the pods bound) under ``CPU_PER_POD_TARGET_MS``; a
-  miss is flagged (and the cycles' own share is shown beside it);
+  miss is flagged (and the cycles' own share is shown beside it). The figure is taken once the
+  events still queued when the last pod is bound are written too (they are the bound pods' work;
+  ``cpu_per_bound_pod_at_last_bind_ms`` is the figure at the last bind, as measured before);
 * the process's API requests by verb and resource (``api_requests``) and the status writes.
 
 ``--profile DIR`` profiles each thread the scheduler process starts (cProfile on thread CPU time;
@@ -303,6 +305,14 @@ def run(
         while len(bound_at) < pods and time.monotonic() < deadline:
             time.sleep(0.2)
         end = time.perf_counter()
+        at_bound = time.process_time() - self_before
+        watch_at_bound = _threads_cpu().get("reflector-bench-watch", 0.0) - watch_cpu_before
+        # The writes the bound pods caused that are still queued (events: two per pod, written in the
+        # background, fall behind the binds on a busy machine) belong to their cost too: the figure is
+        # taken once they are written (the scheduler goes on cycling meanwhile, as it would).
+        recorders = [process.events] + ([process.binder.events] if process.binder else [])
+        drained = all(recorder.flush(120) for recorder in recorders)
+        drain_s = time.perf_counter() - end
         threads_cpu = _threads_cpu()  # before the threads stop
         watch_cpu = threads_cpu.get("reflector-bench-watch", 0.0) - watch_cpu_before
         process.stop()
@@ -316,6 +326,7 @@ def run(
         # neither scheduler nor binder).
         cpu["scheduler+binder (this process)"] = time.process_time() - self_before - watch_cpu
         cpu["bench pod watch (left out above)"] = watch_cpu
+        cpu["scheduler+binder when the last pod was bound"] = at_bound - watch_at_bound
         times = sorted(bound_at.values())
         latencies = sorted(c.seconds for c in cycles)
         busy = [c for c in cycles if c.bound or c.evicted]
@@ -368,6 +379,13 @@ def run(
                     "longest_s": round(max(collections, default=0.0), 3),
                 },
                 "cpu_per_bound_pod_ms": round(1000 * cpu["scheduler+binder (this process)"] / max(1, len(bound_at)), 2),
+                "cpu_per_bound_pod_at_last_bind_ms": round(
+                    1000 * cpu["scheduler+binder when the last pod was bound"] / max(1, len(bound_at)), 2
+                ),
+                "writes_drained": {"all": drained, "seconds": round(drain_s, 2)},
+                "events": {
+                    r.component: {"written": r.written, "dropped": r.dropped} for r in recorders
+                },
                 "cycles_cpu_per_bound_pod_ms": round(1000 * sum(c.cpu for c in cycles) / max(1, len(bound_at)), 2),
                 "api_requests": dict(sorted(requests.items(), key=lambda kv: -kv[1])),
                 "status_writes": process.status.writes if process.scheduler else 0,
@@ -421,7 +439,9 @@ def main() -> None:
         verdict = "ok" if per_pod < CPU_PER_POD_TARGET_MS else "MISSED"
         print(
             f"target: scheduler CPU per bound pod < {CPU_PER_POD_TARGET_MS:g} ms: {per_pod:.2f} ms "
-            f"(of which the cycles {result['cycles_cpu_per_bound_pod_ms']:.2f} ms) [{verdict}]"
+            f"(of which the cycles {result['cycles_cpu_per_bound_pod_ms']:.2f} ms; "
+            f"{result['cpu_per_bound_pod_at_last_bind_ms']:.2f} ms when the last pod was bound, before the "
+            f"events still queued then were written) [{verdict}]"
         )
     if args.out:
         args.out.write_text(text + "\n")
