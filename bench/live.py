@@ -12,7 +12,8 @@ measures until every pod is bound:
   pod watch, which runs in the same process, over the pods bound) under ``CPU_PER_POD_TARGET_MS``; a
   miss is flagged (and the cycles' own share is shown beside it). The figure is taken once the
   events still queued when the last pod is bound are written too (they are the bound pods' work;
-  ``cpu_per_bound_pod_at_last_bind_ms`` is the figure at the last bind, as measured before);
+  the scheduler's loop stops at the last bind; ``cpu_per_bound_pod_at_last_bind_ms`` is the figure
+  at the last bind, as measured before);
 * the process's API requests by verb and resource (``api_requests``) and the status writes.
 
 ``--profile DIR`` profiles each thread the scheduler process starts (cProfile on thread CPU time;
@@ -309,7 +310,11 @@ def run(
         watch_at_bound = _threads_cpu().get("reflector-bench-watch", 0.0) - watch_cpu_before
         # The writes the bound pods caused that are still queued (events: two per pod, written in the
         # background, fall behind the binds on a busy machine) belong to their cost too: the figure is
-        # taken once they are written (the scheduler goes on cycling meanwhile, as it would).
+        # taken once they are written. The scheduler's loop stops at the last bind (its cycles after it
+        # are no pod's work, and their number would follow how long the writes take).
+        process.scheduler.stop()
+        for thread in process._threads:
+            thread.join(30)
         recorders = [process.events] + ([process.binder.events] if process.binder else [])
         drained = all(recorder.flush(120) for recorder in recorders)
         drain_s = time.perf_counter() - end
