@@ -35,6 +35,9 @@ from urllib3.poolmanager import SSL_KEYWORDS
 
 from kai.cluster.wire import Stream, Wire, WireError
 
+# One encoder for every request body (json.dumps makes a new one per call when given separators).
+_JSON = json.JSONEncoder(separators=(",", ":"))
+
 
 class ApiError(Exception):
     """A failed request: `status` is the HTTP status (0 when the server could not be reached)."""
@@ -194,7 +197,7 @@ class Kube:
             self.limiter.take()
         if query:
             path = f"{path}?{urlencode({k: _query_value(v) for k, v in query.items() if v is not None})}"
-        data = body if isinstance(body, bytes) or body is None else json.dumps(body, separators=(",", ":"))
+        data = body if isinstance(body, bytes) or body is None else _JSON.encode(body)
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = content_type
@@ -229,7 +232,7 @@ class Kube:
         if self.limiter is not None:
             self.limiter.take()
         headers = self._headers(body is not None, content_type)
-        data = body if body is None or isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
+        data = body if body is None or isinstance(body, bytes) else _JSON.encode(body).encode()
         try:
             return self.wire.request(
                 method, self._target(path, query), headers, data, timeout if timeout is not None else self.timeout
