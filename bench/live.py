@@ -21,8 +21,9 @@ it slows them down about twofold, so its figures are for the shape, not the targ
 ``pstats`` file per kind of thread, and a text summary of each, into DIR.
 
 ``--measure-client`` also times listing the M pods through the official client's typed models
-against raw JSON (the choice kai.cluster.kube made). Figures are printed and, with ``--out``,
-written as JSON.
+against raw JSON (the choice kai.cluster.kube made); ``--measure-requests`` the CPU of one request
+through kai.cluster.wire against urllib3's request path (event POSTs, one thread and eight);
+``--client-only`` stops after those. Figures are printed and, with ``--out``, written as JSON.
 """
 
 from __future__ import annotations
@@ -44,10 +45,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import urllib3
 from kubernetes import client as k8s
 
 from kai.cluster.app import LiveOptions, LiveProcess
-from kai.cluster.kube import PODGROUPS, PODS, QUEUES, Kube
+from kai.cluster.kube import EVENTS, PODGROUPS, PODS, QUEUES, Kube
 from kai.cluster.reflector import Reflector
 from kai.cluster.scheduler import CycleReport
 from kai.devcluster.controlplane import ControlPlane
@@ -198,6 +200,56 @@ def _measure_client(cp: ControlPlane, kube: Kube, repeat: int = 3) -> dict[str, 
     }
 
 
+def _measure_requests(kube: Kube, count: int = 1000) -> dict[str, float]:
+    """CPU per request (ms) of kai's transport (kai.cluster.wire, through ``Kube.post``) and of urllib3's
+    request path (the connection pool the official client keeps for the host, as kai used it before),
+    in one thread and in eight: ``count`` event POSTs each, back to back, the answers parsed alike."""
+    path = EVENTS.path(NS)
+    pool = kube.api.rest_client.pool_manager.connection_from_url(kube.host)
+
+    def through_urllib3(body: dict[str, Any]) -> None:
+        resp = pool.urlopen(
+            "POST",
+            path,
+            body=json.dumps(body, separators=(",", ":")),
+            headers=kube._headers(True, "application/json"),
+            preload_content=False,
+            retries=False,
+            redirect=False,
+            timeout=urllib3.Timeout(connect=10.0, read=30.0),
+        )
+        try:
+            data = resp.read()
+        finally:
+            resp.release_conn()
+        json.loads(data)
+
+    out: dict[str, float] = {}
+    for name, send in (("wire", lambda body: kube.post(path, body)), ("urllib3", through_urllib3)):
+        for threads in (1, 8):
+            bodies = [
+                {
+                    "metadata": {"name": f"measure-{name}-{threads}-{i}", "namespace": NS},
+                    "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": f"p{i}", "namespace": NS},
+                    "reason": "Measured",
+                    "message": f"request {i} of {count}",
+                    "type": "Normal",
+                }
+                for i in range(count)
+            ]
+            before = time.process_time()
+            if threads == 1:
+                for body in bodies:
+                    send(body)
+            else:
+                with ThreadPoolExecutor(threads) as workers:
+                    list(workers.map(send, bodies))
+            out[f"{name}_{threads}_thread{'s' if threads > 1 else ''}_ms"] = round(
+                1000 * (time.process_time() - before) / count, 3
+            )
+    return out
+
+
 def run(
     nodes: int,
     gpus: int,
@@ -210,6 +262,7 @@ def run(
     routine_events: bool = True,
     client_only: bool = False,
     profile: Path | None = None,
+    measure_requests: bool = False,
 ) -> dict:
     cp = ControlPlane().start(timeout=120)
     result: dict[str, Any] = {
@@ -254,8 +307,11 @@ def run(
         if measure_client:
             result["client"] = _measure_client(cp, kube)
             print("client:", json.dumps(result["client"]), flush=True)
-            if client_only:
-                return result
+        if measure_requests:
+            result["cpu_per_request"] = _measure_requests(kube)
+            print("cpu per request:", json.dumps(result["cpu_per_request"]), flush=True)
+        if client_only and (measure_client or measure_requests):
+            return result
 
         # An independent watch tells when each pod is bound.
         bound_at: dict[str, float] = {}
@@ -307,18 +363,25 @@ def run(
             time.sleep(0.2)
         end = time.perf_counter()
         at_bound = time.process_time() - self_before
-        watch_at_bound = _threads_cpu().get("reflector-bench-watch", 0.0) - watch_cpu_before
+        threads_at_bound = _threads_cpu()
+        watch_at_bound = threads_at_bound.get("reflector-bench-watch", 0.0) - watch_cpu_before
         # The writes the bound pods caused that are still queued (events: two per pod, written in the
         # background, fall behind the binds on a busy machine) belong to their cost too: the figure is
         # taken once they are written. The scheduler's loop stops at the last bind (its cycles after it
-        # are no pod's work, and their number would follow how long the writes take).
+        # are no pod's work, and their number would follow how long the writes take); automatic garbage
+        # collection stays off meanwhile, as the loop keeps it (it turns it back on when it ends).
         process.scheduler.stop()
         for thread in process._threads:
             thread.join(30)
+        gc.disable()
         recorders = [process.events] + ([process.binder.events] if process.binder else [])
         drained = all(recorder.flush(120) for recorder in recorders)
         drain_s = time.perf_counter() - end
         threads_cpu = _threads_cpu()  # before the threads stop
+        gc.enable()
+        for name in ("scheduler",):  # a thread that ended at the last bind: its CPU then
+            if name in threads_at_bound:
+                threads_cpu[name] = threads_at_bound[name]
         watch_cpu = threads_cpu.get("reflector-bench-watch", 0.0) - watch_cpu_before
         process.stop()
         watcher.stop()
@@ -418,7 +481,10 @@ def main() -> None:
     parser.add_argument("--gang", type=int, default=10)
     parser.add_argument("--period", type=float, default=1.0, help="schedule period in seconds")
     parser.add_argument("--measure-client", action="store_true", help="typed models vs raw JSON for the pod list")
-    parser.add_argument("--client-only", action="store_true", help="only the client measurement")
+    parser.add_argument(
+        "--measure-requests", action="store_true", help="CPU per request: kai.cluster.wire vs urllib3's request path"
+    )
+    parser.add_argument("--client-only", action="store_true", help="only the client measurements")
     parser.add_argument("--timeout", type=float, default=600)
     parser.add_argument("--workers", type=int, default=8, help="BindRequest writers and binder workers")
     parser.add_argument("--no-routine-events", action="store_true", help="no Scheduled/Bound event per pod")
@@ -435,7 +501,9 @@ def main() -> None:
         args.timeout,
         args.workers,
         not args.no_routine_events,
+        client_only=args.client_only,
         profile=args.profile,
+        measure_requests=args.measure_requests,
     )
     text = json.dumps(result, indent=2)
     print(text)
