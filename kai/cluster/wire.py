@@ -31,7 +31,6 @@ read as it arrives: :meth:`Stream.lines` yields each line as soon as it is whole
 from __future__ import annotations
 
 import contextlib
-import select
 import socket
 import threading
 import zlib
@@ -40,6 +39,7 @@ from typing import Any
 
 import httptools
 from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.util import wait_for_read
 
 _RECV = 1 << 16
 
@@ -85,16 +85,21 @@ class _Message:
 
     def on_message_begin(self) -> None:
         if self.complete:
-            self.extra = True
+            self.extra = True  # what follows is no part of this response: left out, and the connection closed
+        if self.extra:
+            return
         self.started = True
         self.reason = b""
         self.framed = False
         self.encoding = b""
 
     def on_status(self, reason: bytes) -> None:
-        self.reason += reason
+        if not self.extra:
+            self.reason += reason
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        if self.extra:
+            return
         name = name.lower()
         if name in (b"content-length", b"transfer-encoding"):
             self.framed = True
@@ -102,6 +107,8 @@ class _Message:
             self.encoding = value.strip().lower()
 
     def on_headers_complete(self) -> None:
+        if self.extra:
+            return
         status = self.parser.get_status_code()
         if 100 <= status < 200 and status != 101:
             return  # an interim response (100 Continue): the real one follows
@@ -109,10 +116,11 @@ class _Message:
         self.head = True
 
     def on_body(self, body: bytes) -> None:
-        self.body.append(body)
+        if not self.extra:
+            self.body.append(body)
 
     def on_message_complete(self) -> None:
-        if self.head:
+        if self.head and not self.extra:
             self.complete = True
             self.keep = self.parser.should_keep_alive()  # (valid until the callback returns)
 
@@ -147,10 +155,9 @@ class _Conn:
         if pending is not None and pending():
             return True
         try:
-            readable, _, _ = select.select([self.sock], [], [], 0)
+            return wait_for_read(self.sock, timeout=0)  # poll where there is poll (select: fds < 1024 only)
         except (OSError, ValueError):
             return True
-        return bool(readable)
 
     def feed(self) -> bool:
         """Read what arrives next into the parser; False at the end of the connection."""

@@ -329,3 +329,13 @@ def test_shutdown_ends_a_watch_that_waits_and_its_connection_is_not_used_again(s
     stream.release_conn()
     kube.get("/x")
     assert server.connections == 2
+
+
+def test_bytes_after_the_answer_are_no_part_of_it_and_its_connection_is_not_used_again(serve):
+    twice = sized("200 OK", b'{"a": 1}') + sized("200 OK", b'{"x": 0}')
+    replies = iter([(twice, False), (sized("200 OK", b"{}"), False)])
+    server = serve(lambda m, t, b: next(replies))
+    kube = server.kube()
+    assert kube.get("/x") == {"a": 1}
+    assert kube.get("/x") == {}
+    assert server.connections == 2
