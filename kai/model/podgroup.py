@@ -106,6 +106,8 @@ class PodGroupInfo:
     last_start: float | None = None
     stale_since: float | None = None
     implicit: bool = False  # made for a pod that names no PodGroup
+    # The leaf sub-groups (see `leaves`): worked out on first use, or given by whoever makes the job with
+    # its sub-groups complete (the snapshot builder, `clone`); never changes after.
     _leaves: list[SubGroupInfo] | None = field(default=None, repr=False, compare=False)
     # Derived answers about the pods' statuses (why-pending outcome, staleness), each with the `version`
     # it was computed at; for the core's caches, never copied by `clone`.
@@ -215,4 +217,7 @@ class PodGroupInfo:
                 list(sub.children),
                 [p.clone() for p in sub.pods],
             )
+        if len(copy.subgroups) == 1:  # its leaves at once, as `leaves` would find them
+            (only,) = copy.subgroups.values()
+            copy._leaves = [] if only.children else [only]
         return copy
