@@ -28,7 +28,7 @@ import numpy as np
 from kai.model import NodeInfo, PodGroupInfo, PodInfo, PodStatus
 
 STATUSES: tuple[PodStatus, ...] = tuple(PodStatus)
-JobFlags = Callable[[list[PodGroupInfo]], np.ndarray]  # a bool per job of the list
+JobFlags = Callable[[list[PodGroupInfo]], np.ndarray]  # a value per job of the list (a bool, or a number)
 CODE: dict[PodStatus, int] = {s: i for i, s in enumerate(STATUSES)}
 
 _LEAVES = attrgetter("leaves")
@@ -117,12 +117,20 @@ class PodTable:
         self.gpus = Interned()
         self.reused = 0  # jobs whose rows were copied from an earlier table
         self._job_of: np.ndarray | None = None
+        self._position: dict[str, int] | None = None
         self._pod_flags: dict[str, np.ndarray] = {}
         self._job_flags: dict[str, tuple[JobFlags, np.ndarray]] = {}
 
     @property
     def pods(self) -> list[PodInfo]:
         return self.columns.pods
+
+    @property
+    def position(self) -> dict[str, int]:
+        """Per job key, the job's position in `jobs`."""
+        if self._position is None:
+            self._position = dict(zip(self.keys, range(len(self.keys)), strict=True))
+        return self._position
 
     @property
     def job_of(self) -> np.ndarray:
@@ -140,9 +148,9 @@ class PodTable:
         return flag
 
     def job_flag(self, name: str, compute: JobFlags) -> np.ndarray:
-        """Per job, `compute(jobs)` (a bool per job of a list, from the jobs' own fields alone, e.g. whether
-        a job names a topology), kept under `name`: computed once per table, and for a table made from an
-        earlier one that had it, only for the jobs it read."""
+        """Per job, `compute(jobs)` (a value per job of a list, a bool or a number, from the jobs' own fields
+        alone, e.g. whether a job names a topology), kept under `name`: computed once per table, and for a
+        table made from an earlier one that had it, only for the jobs it read."""
         found = self._job_flags.get(name)
         if found is None:
             found = self._job_flags[name] = (compute, compute(self.jobs))
@@ -238,7 +246,7 @@ class PodTable:
             self._pod_flags[attribute] = np.concatenate((flag, _truthy(new.pods, attribute)))[gather]
         fresh_jobs = [jobs[i] for i in fresh.tolist()]
         for name, (compute, values) in previous._job_flags.items():
-            out = np.empty(count, dtype=bool)
+            out = np.empty(count, dtype=values.dtype)
             out[kept] = values[at[kept]]
             out[fresh] = compute(fresh_jobs)
             self._job_flags[name] = (compute, out)
