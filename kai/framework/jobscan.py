@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import repeat
-from operator import attrgetter, is_not, itemgetter
+from operator import attrgetter, is_not
 
 import numpy as np
 
 from kai.framework.decisions import JobOutcome
-from kai.framework.podtable import status_mask
+from kai.framework.podtable import SEVERAL_LEAVES, status_mask
 from kai.framework.session import Session
 from kai.framework.statement import moved_pods
 from kai.model import ACTIVE, PodGroupInfo, PodStatus
@@ -25,9 +25,7 @@ from kai.model import ACTIVE, PodGroupInfo, PodStatus
 _PLACED = frozenset({PodStatus.RUNNING, PodStatus.ALLOCATED})
 _PLACED_CODES = status_mask(_PLACED)
 _ACTIVE_CODES = status_mask(ACTIVE)
-_SEVERAL = int(np.iinfo(np.int64).min)  # _leaf_minimum of a job without exactly one leaf
-_LEAVES, _GIVEN_LEAVES, _FIRST = attrgetter("leaves"), attrgetter("_leaves"), itemgetter(0)
-_MIN_MEMBER, _STALE_SINCE = attrgetter("min_member"), attrgetter("stale_since")
+_STALE_SINCE = attrgetter("stale_since")
 
 
 @dataclass(slots=True)
@@ -66,19 +64,6 @@ def _maybe_stale(job: PodGroupInfo) -> bool:
     return bool(active) and active < sub.min_member
 
 
-def _leaf_minimum(jobs: list[PodGroupInfo]) -> np.ndarray:
-    """Per job: its one leaf's minMember (_SEVERAL for a job without exactly one leaf)."""
-    leaves = list(map(_GIVEN_LEAVES, jobs))  # as worked out (or given) already, mostly: read in C
-    if None in leaves:
-        leaves = list(map(_LEAVES, jobs))
-    one = np.fromiter(map(len, leaves), dtype=np.intp, count=len(jobs)) == 1
-    if one.all():  # the common case, read in C
-        return np.fromiter(map(_MIN_MEMBER, map(_FIRST, leaves)), dtype=np.int64, count=len(jobs))
-    out = np.full(len(jobs), _SEVERAL, dtype=np.int64)
-    out[one] = [leaves[i][0].min_member for i in np.flatnonzero(one).tolist()]
-    return out
-
-
 def _stale_instant(jobs: list[PodGroupInfo]) -> np.ndarray:
     """Per job: whether it carries a stale instant."""
     return np.fromiter(map(is_not, map(_STALE_SINCE, jobs), repeat(None)), dtype=bool, count=len(jobs))
@@ -102,8 +87,8 @@ def scan_jobs(ssn: Session) -> JobScan:
 
     size = np.diff(starts)
     placed, active = per_job(_PLACED_CODES[status]), per_job(_ACTIVE_CODES[status])
-    minimum = table.job_flag("leaf minMember", _leaf_minimum)
-    one = minimum != _SEVERAL
+    minimum = table.leaf_minimum()
+    one = minimum != SEVERAL_LEAVES
     running = one & (size > 0) & (placed == size) & (size >= minimum)  # plainly_running, as the session opened
     maybe_stale = ~one | ((active > 0) & (active < minimum))  # _maybe_stale, likewise
     moved = moved_pods(ssn)

@@ -20,7 +20,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from functools import reduce
 from itertools import repeat
-from operator import attrgetter, iadd, is_
+from operator import attrgetter, iadd, is_, itemgetter
 from typing import Any
 
 import numpy as np
@@ -39,6 +39,22 @@ _REQUESTS = attrgetter("requests")
 _GPU = attrgetter("gpu")
 _QUEUE = attrgetter("queue")
 _PREEMPTIBLE = attrgetter("preemptible")
+_MIN_MEMBER = attrgetter("min_member")
+_GIVEN_LEAVES, _FIRST = attrgetter("_leaves"), itemgetter(0)
+SEVERAL_LEAVES = int(np.iinfo(np.int64).min)  # leaf_minimum of a job without exactly one leaf
+
+
+def leaf_minimum(jobs: list[PodGroupInfo]) -> np.ndarray:
+    """Per job: its one leaf's minMember (SEVERAL_LEAVES for a job without exactly one leaf)."""
+    leaves = list(map(_GIVEN_LEAVES, jobs))  # as worked out (or given) already, mostly: read in C
+    if None in leaves:
+        leaves = list(map(_LEAVES, jobs))
+    one = np.fromiter(map(len, leaves), dtype=np.intp, count=len(jobs)) == 1
+    if one.all():  # the common case, read in C
+        return np.fromiter(map(_MIN_MEMBER, map(_FIRST, leaves)), dtype=np.int64, count=len(jobs))
+    out = np.full(len(jobs), SEVERAL_LEAVES, dtype=np.int64)
+    out[one] = [leaves[i][0].min_member for i in np.flatnonzero(one).tolist()]
+    return out
 
 
 def status_mask(statuses: Iterable[PodStatus]) -> np.ndarray:
@@ -118,6 +134,7 @@ class PodTable:
         self.reused = 0  # jobs whose rows were copied from an earlier table
         self._job_of: np.ndarray | None = None
         self._position: dict[str, int] | None = None
+        self._minima: np.ndarray | None = None  # leaf_minimum of the jobs last read, if read on the way
         self._pod_flags: dict[str, np.ndarray] = {}
         self._job_flags: dict[str, tuple[JobFlags, np.ndarray]] = {}
 
@@ -146,6 +163,10 @@ class PodTable:
         if flag is None:
             flag = self._pod_flags[attribute] = _truthy(self.pods, attribute)
         return flag
+
+    def leaf_minimum(self) -> np.ndarray:
+        """Per job, its one leaf's minMember (see `leaf_minimum`), kept as a job flag."""
+        return self.job_flag("leaf minMember", leaf_minimum)
 
     def job_flag(self, name: str, compute: JobFlags) -> np.ndarray:
         """Per job, `compute(jobs)` (a value per job of a list, a bool or a number, from the jobs' own fields
@@ -177,6 +198,8 @@ class PodTable:
             table._splice(previous, node_index, changed)
         else:
             table.starts, table.columns, table.queue, table.preemptible = table._read(table.jobs, node_index)
+            if table._minima is not None:  # read on the way: what leaf_minimum gives
+                table._job_flags["leaf minMember"] = (leaf_minimum, table._minima)
         return table
 
     def _read(
@@ -191,6 +214,9 @@ class PodTable:
             per_job = np.fromiter(map(len, leaves), dtype=np.intp, count=len(jobs))
             owner = np.repeat(np.arange(len(jobs), dtype=np.intp), per_job)
             sizes = np.bincount(owner, weights=sizes, minlength=len(jobs)).astype(np.intp)
+            self._minima = None
+        else:  # one leaf per job: each job's leaf minMember at once
+            self._minima = np.fromiter(map(_MIN_MEMBER, flat), dtype=np.int64, count=len(flat))
         starts = np.zeros(len(jobs) + 1, dtype=np.intp)
         np.cumsum(sizes, out=starts[1:])
         pods = _joined(pod_lists)

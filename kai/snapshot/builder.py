@@ -696,7 +696,8 @@ class SnapshotBuilder:
                 )
                 continue
             sub.pods.append(pod)
-        snapshot.podgroups = {k: groups[k] for k in sorted(groups)}  # sorting the keys alone is the fastest
+        ordered = sorted(groups)  # sorting the keys alone, and building the dict in C, is the fastest
+        snapshot.podgroups = dict(zip(ordered, map(groups.__getitem__, ordered), strict=True))
 
     def _implicit_group(
         self, obj: dict[str, Any], pod: PodInfo, key: str, queues: dict[str, QueueInfo]

@@ -18,6 +18,7 @@ from kai.cycle import open_session
 from kai.framework.action import action
 from kai.framework.config import SchedulerConfig
 from kai.framework.jobscan import JobScan, _scan_plain, scan_jobs
+from kai.framework.podtable import SEVERAL_LEAVES, PodTable
 from kai.framework.statement import Statement
 from kai.model import ACTIVE, PodStatus
 from kai.snapshot.builder import build_snapshot
@@ -122,3 +123,15 @@ def test_a_session_whose_jobs_are_not_the_tables_is_scanned_job_by_job() -> None
     ssn.jobs = {k: v for k, v in ssn.jobs.items() if k != key}
     assert key not in scan_jobs(ssn).others + scan_jobs(ssn).to_check
     assert len(scan_jobs(ssn).outcomes) == len(ssn.jobs)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_each_jobs_leaf_minimum_read_on_the_way_is_the_plain_one(seed: int) -> None:
+    rng = random.Random(seed)
+    snapshot = build_snapshot(random_cluster(rng), parse_time(NOW)).snapshot
+    ssn, _ = open_session(snapshot, SchedulerConfig())
+    want = [job.leaves[0].min_member if len(job.leaves) == 1 else SEVERAL_LEAVES for job in ssn.jobs.values()]
+    assert ssn.table.leaf_minimum().tolist() == want
+    fresh = PodTable(ssn.table.nodes)  # the same jobs, computed by the job flag alone
+    fresh.jobs = ssn.table.jobs
+    assert fresh.leaf_minimum().tolist() == want
