@@ -85,9 +85,13 @@ class SubGroupInfo:
         return self.counts().get(PodStatus.PENDING, 0)
 
     def pending(self) -> list[PodInfo]:
-        if not self.counts().get(PodStatus.PENDING, 0):
+        count = self.counts().get(PodStatus.PENDING, 0)
+        if not count:
             return []
-        return [p for p in self.pods if p.status is PodStatus.PENDING]
+        if count == len(self.pods):  # a gang that waits whole: every pod, in order
+            return list(self.pods)
+        pending = PodStatus.PENDING
+        return [p for p in self.pods if p.status is pending]
 
 
 @dataclass(slots=True)
