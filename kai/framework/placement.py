@@ -332,7 +332,7 @@ def tasks_to_allocate(ssn: Session, job: PodGroupInfo) -> list[PodInfo]:
         batch: list[PodInfo] = []
         for sub in below:
             need = sub.min_member - sub.active()
-            pending = sorted(sub.pending(), key=ssn.task_key)
+            pending = sorted(sub.pending(), key=ssn.task_order_key())
             if len(pending) < need:
                 return []
             batch.extend(pending[:need])
@@ -340,7 +340,7 @@ def tasks_to_allocate(ssn: Session, job: PodGroupInfo) -> list[PodInfo]:
     for sub in leaves:
         pending = sub.pending()
         if pending:
-            return [min(pending, key=ssn.task_key)]
+            return [min(pending, key=ssn.task_order_key())]
     return []
 
 
