@@ -696,9 +696,10 @@ class Solver:
         self.mask = mask
         # KAI's feasible nodes: with every task needing GPUs, the nodes with idle or releasing GPUs now
         # (each trial adds its victims' nodes); otherwise every node (None).
-        nodes = ssn.nodes
-        gpus_free = nodes.idle[:, self.gpu_col] + nodes.releasing[:, self.gpu_col]
-        self.feasible = gpus_free > EPS if needs_gpu else None
+        # (Only the topology plugin's SubsetNodes hooks read it.)
+        if needs_gpu and ssn.hooks.subset_nodes:
+            nodes = ssn.nodes
+            self.feasible = nodes.idle[:, self.gpu_col] + nodes.releasing[:, self.gpu_col] > EPS
         self.needs = [float(ssn.vector(t)[self.gpu_col]) for t in tasks]
         first = self.needs[0]
         self.equal_upto = next((i for i, x in enumerate(self.needs) if abs(x - first) > EPS), len(self.needs))

@@ -186,14 +186,13 @@ class ReclaimRules:
                 (tuple(-c for c in share), -queue.creation, Descending(queue.name)),
             )
         attrs, (sg, sc, sm), (fg, fc, fm), (dg, dc, dm), (pg_, pc_, pm_), priority, tail = consts
-        ag, ac, am = attrs.allocated.tolist()
+        wg, wc, wm = ag, ac, am = attrs.allocated.tolist()
         if removed:
             pg, pc, pm = removed
             ag, ac, am = ag - pg, ac - pc, am - pm
         # (not over its share, within its quota) as one number; queue priority, not using a zero share. As
         # KAI, whether the queue is within its quota is judged on its allocation as the session has it: the
         # victims already picked from it count only in the dominant shares below.
-        wg, wc, wm = attrs.allocated.tolist()
         head = (0 if ag > fg and ac > fc and am > fm else 2) + (1 if wg <= dg and wc <= dc and wm <= dm else 0)
         zero_share = sg <= 0 < ag or sc <= 0 < ac or sm <= 0 < am
         # max() of the three, spelt out (the first of equal values, as max)
