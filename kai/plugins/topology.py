@@ -110,10 +110,6 @@ class DomainTree:
         """Domain index per node at a depth; the root is domain 0 for every member node."""
         return self.root_ids if depth == ROOT else self.ids[depth]
 
-    def domain_ranks(self, depth: int) -> np.ndarray:
-        """Each domain's place in the order of domain IDs (the tie break of domain order)."""
-        return np.zeros(1, dtype=np.int64) if depth == ROOT else self.ranks[depth]
-
     def domain_name(self, depth: int, index: int) -> str:
         return ROOT_NAME if depth == ROOT else self.names[depth][index]
 
@@ -128,7 +124,6 @@ class _Room:
     nodes: np.ndarray  # candidate nodes per domain
     pods: np.ndarray  # whole pods of the batch each domain can hold (an upper bound for mixed batches)
     fits: np.ndarray  # bool: the domain can hold the whole batch
-    ratio: np.ndarray  # max over resources of request / free (larger = fuller)
 
 
 class TopologyPlugin:
@@ -428,7 +423,7 @@ class TopologyPlugin:
 def _answer_bytes(found: list[tuple[np.ndarray, np.ndarray | None, str]] | dict[int, _Room]) -> int:
     """The memory the arrays of a kept SubsetNodes answer take (about)."""
     if isinstance(found, dict):
-        return sum(r.nodes.nbytes + r.pods.nbytes + r.fits.nbytes + r.ratio.nbytes for r in found.values())
+        return sum(r.nodes.nbytes + r.pods.nbytes + r.fits.nbytes for r in found.values())
     return sum(mask.nbytes + (0 if scores is None else scores.nbytes) for mask, scores, _ in found)
 
 
@@ -507,22 +502,17 @@ def _rooms(
     pods = np.bincount(ids, weights=np.tile(batch.per_node, len(depths)), minlength=size)
     fits = (pods >= batch.count) & (nodes > 0)
     columns = batch.columns
-    if columns.size == 0:
-        ratio = np.zeros(size)
-    else:
+    if batch.mixed and columns.size:
         width = columns.size
         flat = (ids[:, None] * width + np.arange(width)).ravel()
         weights = np.tile(batch.free[:, columns], (len(depths), 1)).ravel()
         dom_free = np.bincount(flat, weights=weights, minlength=size * width).reshape(size, width)
-        total = batch.total[columns]
-        ratio = np.where(dom_free > EPS, total / np.maximum(dom_free, EPS), np.inf).max(axis=1)
-        if batch.mixed:
-            fits &= (dom_free >= total - EPS).all(axis=1)
+        fits &= (dom_free >= batch.total[columns] - EPS).all(axis=1)
     out: dict[int, _Room] = {}
     start = 0
     for depth, count in zip(depths, sizes, strict=True):
         end = start + count
-        out[depth] = _Room(nodes[start:end], pods[start:end], fits[start:end], ratio[start:end])
+        out[depth] = _Room(nodes[start:end], pods[start:end], fits[start:end])
         start = end
     return out
 
@@ -535,18 +525,13 @@ def _room(tree: DomainTree, depth: int, base: np.ndarray, batch: _Batch) -> _Roo
     pods = np.bincount(ids, weights=batch.per_node, minlength=size)
     fits = (pods >= batch.count) & (nodes > 0)
     columns = batch.columns
-    if columns.size == 0:
-        return _Room(nodes, pods, fits, np.zeros(size))
-    # Free room per domain and requested resource, all columns in one bincount (sums in node order).
-    width = columns.size
-    flat = (ids[:, None] * width + np.arange(width)).ravel()
-    dom_free = np.bincount(flat, weights=batch.free[:, columns].ravel(), minlength=size * width)
-    dom_free = dom_free.reshape(size, width)
-    total = batch.total[columns]
-    ratio = np.where(dom_free > EPS, total / np.maximum(dom_free, EPS), np.inf).max(axis=1)
-    if batch.mixed:
-        fits &= (dom_free >= total - EPS).all(axis=1)
-    return _Room(nodes, pods, fits, ratio)
+    if batch.mixed and columns.size:
+        # Free room per domain and requested resource, all columns in one bincount (sums in node order).
+        width = columns.size
+        flat = (ids[:, None] * width + np.arange(width)).ravel()
+        dom_free = np.bincount(flat, weights=batch.free[:, columns].ravel(), minlength=size * width)
+        fits &= (dom_free.reshape(size, width) >= batch.total[columns] - EPS).all(axis=1)
+    return _Room(nodes, pods, fits)
 
 
 @dataclass(slots=True)
