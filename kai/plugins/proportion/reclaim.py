@@ -174,17 +174,19 @@ class ReclaimRules:
             deserved = attrs.deserved.tolist()
             consts = self._shares[queue.name] = (
                 attrs,
-                share,
+                *share,
                 # over its fair share above these (every resource)
-                tuple(f + EPS for f in fair),
+                *(f + EPS for f in fair),
                 # within its deserved quota up to these (unlimited: always within)
-                tuple(float("inf") if d == UNLIMITED else d + EPS for d in deserved),
+                *(float("inf") if d == UNLIMITED else d + EPS for d in deserved),
                 # dominant resource share: divide by the share, or multiply by 1000 where it is 0
-                tuple(s > EPS for s in share),
+                *(s > EPS for s in share),
                 queue.priority * 2,
-                (tuple(-c for c in share), -queue.creation, Descending(queue.name)),
+                tuple(-c for c in share),
+                -queue.creation,
+                Descending(queue.name),
             )
-        attrs, (sg, sc, sm), (fg, fc, fm), (dg, dc, dm), (pg_, pc_, pm_), priority, tail = consts
+        attrs, sg, sc, sm, fg, fc, fm, dg, dc, dm, pg_, pc_, pm_, priority, t0, t1, t2 = consts
         ag, ac, am = attrs.allocated.tolist()
         if removed:
             pg, pc, pm = removed
@@ -211,7 +213,7 @@ class ReclaimRules:
             x = vm / sm if pm_ else vm * 1000.0
             if x > after:
                 after = x
-        return (head, priority + (0 if zero_share else 1), -after, -drs, *tail)
+        return (head, priority + (0 if zero_share else 1), -after, -drs, t0, t1, t2)
 
     # -- scenarios ----------------------------------------------------------------------------------
     def validate(self, action: str, scenario: Scenario) -> Status:
