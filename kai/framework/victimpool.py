@@ -99,16 +99,17 @@ class VictimPool:
         self.held: dict[str, list[tuple[int, float]]] = {}  # by job key: (node row, GPUs) of its active pods
         self.orders = ssn.hooks.victim_queue_order
         self.chunks: dict[int, _First] = {}  # by id of the job: what it gives up first, nothing claimed yet
-        self.evictable_gpu = np.zeros(len(ssn.nodes))  # upper bound of GPUs candidates hold, per node
         self.dirty: set[str] = set()  # jobs whose pods changed since the last refresh
         self.kept: set[str] = set()  # jobs in the pool that no longer pass the rule (see `refresh`)
         keyed = [(self.sort_key(job, _NOTHING), job) for job in ssn.jobs.values() if candidate(ssn, job)]
         keyed.sort(key=lambda kj: kj[0])
+        evictable = [0.0] * len(ssn.nodes)  # summed as floats, in the order `_hold` adds them
         for key, job in keyed:
             self.jobs.setdefault(job.queue, []).append(job)
             self.keys.setdefault(job.queue, []).append(key)
             self.key_of[job.key] = key
-            self._hold(job)
+            self._hold(job, evictable)
+        self.evictable_gpu = np.array(evictable, dtype=float)  # upper bound of GPUs candidates hold, per node
         ssn.hooks.on_allocate.append(self._changed)
         ssn.hooks.on_deallocate.append(self._changed)
 
@@ -126,15 +127,20 @@ class VictimPool:
         )
         return (1 if extras else 0, key)
 
-    def _hold(self, job: PodGroupInfo) -> None:
+    def _hold(self, job: PodGroupInfo, evictable: Any = None) -> None:
+        """Note the (node row, GPUs) of the job's active pods and add them to the per-node bound
+        (`evictable`: the list the pool is being built in, else the pool's array)."""
         ssn, held = self.ssn, []
         index = ssn.nodes.index
+        if evictable is None:
+            evictable = self.evictable_gpu
         for pod in job.pods:
             if pod.status in ACTIVE:
                 row = index.get(pod.node)
                 if row is not None:
-                    gpus = task_gpus(ssn, pod)
-                    self.evictable_gpu[row] += gpus
+                    gpu = pod.gpu
+                    gpus = pod.requests.get(GPU) if not (gpu.is_shared or gpu.mig) else task_gpus(ssn, pod)
+                    evictable[row] += gpus
                     held.append((row, gpus))
         self.held[job.key] = held
 
@@ -276,10 +282,10 @@ class VictimPicker:
     (the siblings' keys stay as they were). Keys read the session's queue allocations, which the solver
     changes between pops, so every update waits for the next pop.
 
-    With one victim queue order hook (the default configuration) two shortcuts give the same answers
-    faster: each parent queue keeps its children's keys on a heap instead of comparing them all after
-    every pop, and a leaf's next job is read straight from the pool's cache when nothing about it is
-    special (a switch only so that tests can compare them with the plain path)."""
+    With one victim queue order hook (the default configuration) the update after a pop is inlined, and
+    a leaf's next job is read straight from the pool's cache when nothing about it is special (not
+    recorded, not claimed, no comeback waiting); `shortcuts = False` takes the plain path instead (a
+    switch only so that tests can compare the two)."""
 
     shortcuts = True
 
@@ -331,12 +337,8 @@ class VictimPicker:
         self.removed: dict[str, list[list[float]]] = {q: [[] for _ in self.orders] for q in queues}
         self.removed_one = {q: sums[0] for q, sums in self.removed.items()} if len(self.orders) == 1 else {}
         self.queue_info = {q: ssn.queues[q] for q in queues}
-        # Per leaf: each queue of its path with its parent (the root "" last), for the update after a pop.
-        self.up_pairs = {leaf: list(zip(self.paths[leaf], up, strict=True)) for leaf, up in self.ups.items()}
-        # One order hook: per parent queue, a heap of its children's keys (an entry holds while it is the
-        # child's key in `queue_keys`; a child's key changes only when something was picked from it).
-        self.heaps: dict[str, list[tuple[Any, ...]]] = {name: [] for name in self.children}
-        self.alive: dict[str, int] = {}  # per parent queue: how many children still have something to give
+        # Per leaf: its ancestors (then the root "") with their children, for the update after a pop.
+        self.up_kids = {leaf: [(name, self.children[name]) for name in up] for leaf, up in self.ups.items()}
         self.cand: dict[str, _Found | None] = {}  # per queue ("" the root): what its subtree gives next
         self.queue_keys: dict[str, tuple[Any, ...]] = {}  # per queue, while its `cand` and sums hold
         self.stale = True  # everything must be chosen again before the next pop
@@ -361,8 +363,7 @@ class VictimPicker:
         fresh.handed, fresh.orders, fresh.key_fn = set(), self.orders, self.key_fn
         fresh.removed = {q: [[] for _ in self.orders] for q in self.removed}
         fresh.removed_one = {q: sums[0] for q, sums in fresh.removed.items()} if len(self.orders) == 1 else {}
-        fresh.queue_info, fresh.up_pairs = self.queue_info, self.up_pairs
-        fresh.heaps, fresh.alive = {name: [] for name in self.children}, {}
+        fresh.queue_info, fresh.up_kids = self.queue_info, self.up_kids
         fresh.cand, fresh.queue_keys = {}, {}
         fresh.stale, fresh.changed = True, None
         fresh.claimed, fresh.claimed_jobs, fresh.recorded_jobs = set(), set(), set()
@@ -374,33 +375,13 @@ class VictimPicker:
 
     def _rebuild(self) -> None:
         """Every queue's next victim, leaves first (children before their parents)."""
-        cand, keys = self.cand, self.queue_keys
-        cand.clear()
-        keys.clear()
+        self.cand.clear()
+        self.queue_keys.clear()
         for leaf in self.paths:
-            cand[leaf] = self._top(leaf)
-        key_fn = self.key_fn
+            self.cand[leaf] = self._top(leaf)
         for name in reversed(self._post_order("")):
-            if name not in self.children:
-                continue
-            if key_fn is None:
+            if name in self.children:
                 self._choose(name)
-                continue
-            # One order hook: when two or more children have something to give, each gets its key, on the
-            # parent's heap (a child without anything left never has again during the walk).
-            heap = self.heaps[name]
-            heap.clear()
-            alive = [child for child in self.children[name] if cand[child] is not None]
-            self.alive[name] = len(alive)
-            if len(alive) < 2:
-                cand[name] = cand[alive[0]] if alive else None
-                continue
-            for child in alive:
-                found = cand[child]
-                key = keys[child] = (key_fn(self.queue_info[child], self.removed_one[child], found[6][0]), child)
-                heap.append(key)
-            heapq.heapify(heap)
-            cand[name] = cand[heap[0][1]]
 
     def _post_order(self, name: str) -> list[str]:
         """The queue and its subtree, parents before children."""
@@ -524,31 +505,30 @@ class VictimPicker:
                 for name in self.ups[leaf]:
                     self._choose(name)
             else:
-                # One order hook: each queue up the path gets its new key, and its parent the smallest key
-                # on its heap that still holds (what _choose finds by comparing the children).
-                queues, removed, heaps, alive = self.queue_info, self.removed_one, self.heaps, self.alive
-                for child, name in self.up_pairs[leaf]:
-                    found = cand[child]
-                    if found is None:
-                        alive[name] -= 1
-                        if alive[name] < 2:  # one sibling left (or none): nothing to compare
-                            cand[name] = next((cand[c] for c in self.children[name] if cand[c] is not None), None)
-                            keys.pop(name, None)
+                # _choose up the path, inlined for the common case of one victim queue order hook.
+                queues, removed = self.queue_info, self.removed_one
+                for name, kids in self.up_kids[leaf]:
+                    best: str | None = None
+                    best_key: tuple[Any, ...] | None = None
+                    best_found: _Found | None = None
+                    for child in kids:
+                        found = cand[child]
+                        if found is None:
                             continue
-                    elif alive[name] < 2:  # the child is alone: nothing to compare
-                        cand[name] = found
-                        keys.pop(name, None)
-                        continue
-                    heap = heaps[name]
-                    if found is not None:
-                        key = keys[child] = (key_fn(queues[child], removed[child], found[6][0]), child)
-                        heapq.heappush(heap, key)
-                    while heap:
-                        top = heap[0]
-                        if keys.get(top[1]) is top:
-                            break
-                        heapq.heappop(heap)
-                    cand[name] = cand[heap[0][1]] if heap else None
+                        if best is None:
+                            best, best_found = child, found
+                            continue
+                        if best_key is None:
+                            best_key = keys.get(best)
+                            if best_key is None:
+                                assert best_found is not None
+                                best_key = keys[best] = (key_fn(queues[best], removed[best], best_found[6][0]), best)
+                        key = keys.get(child)
+                        if key is None:
+                            key = keys[child] = (key_fn(queues[child], removed[child], found[6][0]), child)
+                        if key < best_key:
+                            best, best_key, best_found = child, key, found
+                    cand[name] = best_found
                     keys.pop(name, None)
         found = cand.get("")
         if found is None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kai.framework.session import Descending, Session, VictimQueueOrder
+from kai.framework.session import Session, VictimQueueOrder
 from kai.framework.status import SUCCESS, Status, unschedulable
 from kai.model import PodGroupInfo, PodInfo, PodStatus, QueueInfo
 from kai.plugins.proportion.fairshare import UNLIMITED
@@ -39,6 +39,7 @@ class ReclaimRules:
         self.multiplier = multiplier
         self.ssn = ssn
         self._shares: dict[str, tuple[Any, ...]] = {}  # per queue: what its victim order key needs
+        self._ranks: dict[str, int] | None = None  # queue name -> place by name, last first
         self._triples: dict[int, tuple[PodInfo, str, tuple[float, float, float]]] = {}
         params = ssn.config.params
         self.keep_share = params.reclaim_keeps_victim_share  # opt-in: the after-the-chunk checks
@@ -157,6 +158,13 @@ class ReclaimRules:
             r_side, v_side, self.p.attrs[r_side].allocated, request, self.p.attrs[v_side].allocated
         )
 
+    def _name_rank(self, name: str) -> int:
+        """The queue's place among the session's queues by name, last name first: compares as
+        Descending(name) does, but as a number (queues of equal share tie up to it often)."""
+        if self._ranks is None:
+            self._ranks = {q: i for i, q in enumerate(sorted(self.p.attrs, reverse=True))}
+        return self._ranks[name]
+
     def victim_queue_key(self, queue: QueueInfo, removed: list[float], next_sum: tuple[float, ...]) -> tuple[Any, ...]:
         """Which queue gives up a victim first: the reverse of the allocation queue order, the queue judged
         with the victims already picked from its subtree removed (`removed`: their summed queue vectors,
@@ -184,7 +192,7 @@ class ReclaimRules:
                 queue.priority * 2,
                 tuple(-c for c in share),
                 -queue.creation,
-                Descending(queue.name),
+                self._name_rank(queue.name),
             )
         attrs, sg, sc, sm, fg, fc, fm, dg, dc, dm, pg_, pc_, pm_, priority, t0, t1, t2 = consts
         ag, ac, am = attrs.allocated.tolist()
