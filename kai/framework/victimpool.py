@@ -337,8 +337,11 @@ class VictimPicker:
         self.removed: dict[str, list[list[float]]] = {q: [[] for _ in self.orders] for q in queues}
         self.removed_one = {q: sums[0] for q, sums in self.removed.items()} if len(self.orders) == 1 else {}
         self.queue_info = {q: ssn.queues[q] for q in queues}
-        # Per leaf: its ancestors (then the root "") with their children, for the update after a pop.
-        self.up_kids = {leaf: [(name, self.children[name]) for name in up] for leaf, up in self.ups.items()}
+        # Per leaf: each queue of its path with its parent (the root "" last), for the update after a pop.
+        self.up_pairs = {leaf: list(zip(self.paths[leaf], up, strict=True)) for leaf, up in self.ups.items()}
+        # One order hook: per parent queue, its children that still have something to give, with their
+        # keys (computed, as _choose computes them, only while two or more are left to compare).
+        self.kid_keys: dict[str, dict[str, Any]] = {}
         self.cand: dict[str, _Found | None] = {}  # per queue ("" the root): what its subtree gives next
         self.queue_keys: dict[str, tuple[Any, ...]] = {}  # per queue, while its `cand` and sums hold
         self.stale = True  # everything must be chosen again before the next pop
@@ -363,7 +366,7 @@ class VictimPicker:
         fresh.handed, fresh.orders, fresh.key_fn = set(), self.orders, self.key_fn
         fresh.removed = {q: [[] for _ in self.orders] for q in self.removed}
         fresh.removed_one = {q: sums[0] for q, sums in fresh.removed.items()} if len(self.orders) == 1 else {}
-        fresh.queue_info, fresh.up_kids = self.queue_info, self.up_kids
+        fresh.queue_info, fresh.up_pairs, fresh.kid_keys = self.queue_info, self.up_pairs, {}
         fresh.cand, fresh.queue_keys = {}, {}
         fresh.stale, fresh.changed = True, None
         fresh.claimed, fresh.claimed_jobs, fresh.recorded_jobs = set(), set(), set()
@@ -375,13 +378,27 @@ class VictimPicker:
 
     def _rebuild(self) -> None:
         """Every queue's next victim, leaves first (children before their parents)."""
-        self.cand.clear()
+        cand = self.cand
+        cand.clear()
         self.queue_keys.clear()
         for leaf in self.paths:
-            self.cand[leaf] = self._top(leaf)
+            cand[leaf] = self._top(leaf)
+        key_fn = self.key_fn
         for name in reversed(self._post_order("")):
-            if name in self.children:
+            if name not in self.children:
+                continue
+            if key_fn is None:
                 self._choose(name)
+                continue
+            kids = self.kid_keys[name] = {child: None for child in self.children[name] if cand[child] is not None}
+            if len(kids) > 1:
+                for child in kids:
+                    found = cand[child]
+                    assert found is not None
+                    kids[child] = (key_fn(self.queue_info[child], self.removed_one[child], found[6][0]), child)
+                cand[name] = cand[min(kids.values())[1]]
+            else:
+                cand[name] = cand[next(iter(kids))] if kids else None
 
     def _post_order(self, name: str) -> list[str]:
         """The queue and its subtree, parents before children."""
@@ -505,31 +522,23 @@ class VictimPicker:
                 for name in self.ups[leaf]:
                     self._choose(name)
             else:
-                # _choose up the path, inlined for the common case of one victim queue order hook.
-                queues, removed = self.queue_info, self.removed_one
-                for name, kids in self.up_kids[leaf]:
-                    best: str | None = None
-                    best_key: tuple[Any, ...] | None = None
-                    best_found: _Found | None = None
-                    for child in kids:
-                        found = cand[child]
-                        if found is None:
-                            continue
-                        if best is None:
-                            best, best_found = child, found
-                            continue
-                        if best_key is None:
-                            best_key = keys.get(best)
-                            if best_key is None:
-                                assert best_found is not None
-                                best_key = keys[best] = (key_fn(queues[best], removed[best], best_found[6][0]), best)
-                        key = keys.get(child)
-                        if key is None:
-                            key = keys[child] = (key_fn(queues[child], removed[child], found[6][0]), child)
-                        if key < best_key:
-                            best, best_key, best_found = child, key, found
-                    cand[name] = best_found
-                    keys.pop(name, None)
+                # One order hook: each queue up the path gets its new key (or leaves its parent's children,
+                # with nothing left), and the parent the smallest key among its children (as _choose).
+                queues, removed, kid_keys = self.queue_info, self.removed_one, self.kid_keys
+                for child, name in self.up_pairs[leaf]:
+                    found = cand[child]
+                    kids = kid_keys[name]
+                    if found is None:
+                        del kids[child]
+                        if len(kids) > 1:
+                            cand[name] = cand[min(kids.values())[1]]
+                        else:
+                            cand[name] = cand[next(iter(kids))] if kids else None
+                    elif len(kids) > 1:
+                        kids[child] = (key_fn(queues[child], removed[child], found[6][0]), child)
+                        cand[name] = cand[min(kids.values())[1]]
+                    else:  # alone: nothing to compare
+                        cand[name] = found
         found = cand.get("")
         if found is None:
             return None
@@ -568,7 +577,9 @@ class VictimPicker:
                     sums[2] += m
                 else:
                     sums.extend((g, c, m))
-                queue_keys.pop(name, None)
+            if self.key_fn is None:
+                for name in self.paths[leaf]:
+                    queue_keys.pop(name, None)
         else:
             claimed = self.claimed
             for t in tasks:
