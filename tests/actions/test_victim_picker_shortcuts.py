@@ -1,11 +1,13 @@
 """The victim picker's shortcuts against its plain path, on random small clusters through whole cycles.
 
-With one victim queue order hook (the default configuration) the picker keeps each parent queue's
-children's keys on a heap and reads a leaf's next job from the pool's cache; the plain path compares all
-children after every pop and looks every job up afresh. Both must hand out the same victims in the same
-order, for every preemptor and every partial job (the walk restarted), and so decide the same. The
-clusters are small versions of the eviction benchmarks: reclaim with victims scattered over the nodes
-(also with elastic victims and a deeper queue tree), and preempt within teams.
+With one victim queue order hook (the default configuration) the picker keeps, per parent queue, the
+keys of its children still giving and computes only the changed child's key after a pop, and reads a
+leaf's next job from the pool's cache; proportion's victim queue key takes a short path when every share
+is above 0. The plain path (the session's generic key, every child compared by _choose, every job looked
+up afresh, the general formula) must hand out the same victims in the same order, for every preemptor
+and every partial job (the walk restarted), and so decide the same. The clusters are small versions of
+the eviction benchmarks: reclaim with victims scattered over the nodes (also with elastic victims, a
+deeper queue tree, gangs grown task by task), gangs pinned to nodes, and preempt within teams.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from typing import Any
 import pytest
 
 from kai.framework.victimpool import VictimPicker
+from kai.plugins.proportion.reclaim import ReclaimRules
 from tests.actions.evict_helpers import gq, job, stamp
-from tests.actions.test_victim_pool import preempt_in_teams, scattered_reclaim
+from tests.actions.test_victim_pool import preempt_in_teams, scattered_reclaim, session
 from tests.scenario import node, pod, podgroup, run
 
 Pop = tuple[str, str, tuple[str, ...]] | None
@@ -36,6 +39,7 @@ def decide(objects: list[dict[str, Any]], shortcuts: bool, monkeypatch: pytest.M
 
     with monkeypatch.context() as patch:
         patch.setattr(VictimPicker, "shortcuts", shortcuts)
+        patch.setattr(ReclaimRules, "divide_shortcut", shortcuts)
         patch.setattr(VictimPicker, "next_chunk", recording)
         result = run(objects, rounds=2)
     return result, popped
@@ -115,3 +119,30 @@ def test_the_clusters_restart_walks_and_leave_queues_with_nothing_to_give(monkey
         dry += popped.count(None)
     assert sum(1 for n in restarts if n) >= 10
     assert dry > 0
+
+
+def test_the_victim_queue_key_short_path_gives_the_general_formula(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every queue's key, with picked pods and a next victim drawn at random from what queues really run
+    (and arbitrary amounts), is the same with the short path as with the general formula."""
+    objects = scattered_reclaim(7, 10, elastic=True, deep=True)
+    keys: dict[bool, list[Any]] = {}
+    for short in (True, False):
+        rng = random.Random(5)
+        monkeypatch.setattr(ReclaimRules, "divide_shortcut", short)  # read when a queue's first key is made
+        ssn = session(objects)
+        (order,) = ssn.hooks.victim_queue_order
+        vectors = [order.vector(p) for j in ssn.jobs.values() for p in j.pods if p.node]
+        out = keys[short] = []
+        for name in sorted(ssn.queues):
+            for _ in range(40):
+                picked = [rng.choice(vectors) for _ in range(rng.randrange(0, 6))]
+                removed = [sum(v[i] for v in picked) for i in range(3)] if picked else []
+                # Arbitrary amounts too, either sign (the test pods ask for GPUs only: this is how CPU and
+                # memory get to decide the dominant share).
+                if rng.random() < 0.4:
+                    removed = [rng.uniform(-40, 40), rng.uniform(-1e6, 1e6), rng.uniform(-8e12, 8e12)]
+                arbitrary = (rng.uniform(-8, 8), rng.uniform(-1e6, 1e6), rng.uniform(-8e12, 8e12))
+                following = rng.choice([(), rng.choice(vectors), arbitrary])
+                out.append(order.key(ssn.queues[name], removed, following))
+    assert len(keys[True]) >= 400
+    assert keys[True] == keys[False]

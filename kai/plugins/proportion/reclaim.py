@@ -34,6 +34,10 @@ def _ratio(allocated: float, share: float) -> float:
 
 
 class ReclaimRules:
+    # Whether the victim queue key takes its short path when every share is above 0 (a switch only so
+    # that tests can compare it with the general formula).
+    divide_shortcut = True
+
     def __init__(self, plugin: ProportionPlugin, multiplier: float, ssn: Session) -> None:
         self.p = plugin
         self.multiplier = multiplier
@@ -189,18 +193,26 @@ class ReclaimRules:
                 *(float("inf") if d == UNLIMITED else d + EPS for d in deserved),
                 # dominant resource share: divide by the share, or multiply by 1000 where it is 0
                 *(s > EPS for s in share),
+                # the common case: divide by all three (and none is 0)
+                self.divide_shortcut and all(s > EPS for s in share),
                 queue.priority * 2,
                 tuple(-c for c in share),
                 -queue.creation,
                 self._name_rank(queue.name),
             )
-        attrs, sg, sc, sm, fg, fc, fm, dg, dc, dm, pg_, pc_, pm_, priority, t0, t1, t2 = consts
+        attrs, sg, sc, sm, fg, fc, fm, dg, dc, dm, pg_, pc_, pm_, divide, priority, t0, t1, t2 = consts
         ag, ac, am = attrs.allocated.tolist()
         if removed:
             pg, pc, pm = removed
             ag, ac, am = ag - pg, ac - pc, am - pm
         # (not over its share, within its quota) as one number; queue priority, not using a zero share
         head = (0 if ag > fg and ac > fc and am > fm else 2) + (1 if ag <= dg and ac <= dc and am <= dm else 0)
+        if divide:  # every share above 0: no zero share in use; max() keeps the first of equal values too
+            drs = max(ag / sg, ac / sc, am / sm)
+            if next_sum:
+                vg, vc, vm = next_sum
+                return (head, priority + 1, -max((ag - vg) / sg, (ac - vc) / sc, (am - vm) / sm), -drs, t0, t1, t2)
+            return (head, priority + 1, -drs, -drs, t0, t1, t2)
         zero_share = sg <= 0 < ag or sc <= 0 < ac or sm <= 0 < am
         # max() of the three, spelt out (the first of equal values, as max)
         drs = ag / sg if pg_ else ag * 1000.0
