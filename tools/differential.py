@@ -7,7 +7,11 @@ compares every pod's final status. KAI is not deterministic (Go map order), so a
 re-run on the oracle a few times and counts as agreement if any run matches.
 
     python tools/differential.py --oracle PATH [--kai PATH] [--count 30] [--seed 1] [--rounds 2]
-        [--actions allocate,reclaim] [--save DIR] [--show N]
+        [--actions allocate,reclaim] [--topology] [--save DIR] [--show N]
+
+``--topology`` puts the nodes in blocks and racks (a Topology over them) and gives most pending jobs a
+topology constraint; the report then also counts the clusters where every running pod ends in the same
+rack on both sides (KAI's domain choice is deterministic where it is not a tie).
 
 Not part of ``make test``: it needs the oracle, which the repository does not ship.
 """
@@ -64,20 +68,45 @@ def _stamp(seconds: int) -> str:
     return f"2026-05-{1 + day:02d}T{rest // 3600:02d}:{rest // 60 % 60:02d}:{rest % 60:02d}Z"
 
 
-def random_cluster(rng: random.Random) -> list[dict[str, Any]]:
-    """Two departments, ten leaf queues, 8-16 nodes x 8 GPUs, running gangs and pending gangs of 1-64."""
+BLOCK, RACK = "topo/block", "topo/rack"
+CONSTRAINTS: list[dict[str, str]] = [
+    {},
+    {"requiredTopologyLevel": RACK},
+    {"requiredTopologyLevel": BLOCK, "preferredTopologyLevel": RACK},
+    {"preferredTopologyLevel": RACK},
+    {"preferredTopologyLevel": BLOCK},
+    {"requiredTopologyLevel": BLOCK},
+]
+
+
+def random_cluster(rng: random.Random, topo: random.Random | None = None) -> list[dict[str, Any]]:
+    """Two departments, ten leaf queues, 8-16 nodes x 8 GPUs, running gangs and pending gangs of 1-64.
+    With `topo` (its own generator, so that the clusters without topology stay as they were), the nodes
+    sit in 2 blocks of racks of 2-4 nodes and pending jobs draw a topology constraint."""
     n_nodes = rng.randint(8, 16)
     gpus_per_node = 8
     total = n_nodes * gpus_per_node
     objects: list[dict[str, Any]] = []
     nodes = []
+    per_rack = topo.choice([2, 3, 4]) if topo is not None else 0
+    if topo is not None:
+        objects.append({
+            "apiVersion": "kai.scheduler/v1alpha1",
+            "kind": "Topology",
+            "metadata": {"name": "dc"},
+            "spec": {"levels": [{"nodeLabel": BLOCK}, {"nodeLabel": RACK}]},
+        })
     for i in range(n_nodes):
         name = f"node-{i:02d}"
         nodes.append([name, gpus_per_node])
+        labels = {"nvidia.com/gpu.count": str(gpus_per_node)}
+        if topo is not None:
+            rack = i // per_rack
+            labels.update({BLOCK: f"b{int(rack >= (n_nodes // per_rack + 1) // 2)}", RACK: f"r{rack}"})
         objects.append({
             "apiVersion": "v1",
             "kind": "Node",
-            "metadata": {"name": name, "labels": {"nvidia.com/gpu.count": str(gpus_per_node)}},
+            "metadata": {"name": name, "labels": labels},
             "status": {
                 "allocatable": {"cpu": "128", "memory": "1024Gi", "pods": "110", "nvidia.com/gpu": str(gpus_per_node)},
                 "conditions": [{"type": "Ready", "status": "True"}],
@@ -129,6 +158,10 @@ def random_cluster(rng: random.Random) -> list[dict[str, Any]]:
         }
         if running:
             pg["metadata"]["annotations"] = {"kai.scheduler/last-start-timestamp": stamp}
+        elif topo is not None:
+            constraint = topo.choice(CONSTRAINTS)
+            if constraint:
+                pg["spec"]["topologyConstraint"] = {"topology": "dc", **constraint}
         objects.append(pg)
         for i in range(size):
             pod: dict[str, Any] = {
@@ -180,6 +213,11 @@ def statuses(result: dict[str, Any]) -> dict[str, str]:
     return {key: pod["status"] for key, pod in result["pods"].items()}
 
 
+def racks(result: dict[str, Any], rack_of: dict[str, str]) -> dict[str, str]:
+    """The rack of every running pod."""
+    return {key: rack_of[pod["node"]] for key, pod in result["pods"].items() if pod["status"] == "Running"}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--oracle", required=True, help="path of KAI's scheduling code behind the simulate CLI")
@@ -189,6 +227,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--retries", type=int, default=3, help="oracle runs for a disagreeing cluster")
     parser.add_argument("--actions", help="comma list of actions (default: KAI's default configuration)")
+    parser.add_argument("--topology", action="store_true", help="blocks and racks, topology-constrained jobs")
     parser.add_argument("--save", type=Path, help="write each disagreeing snapshot (and both outputs) here")
     parser.add_argument("--show", type=int, default=5, help="pods to list per disagreement")
     args = parser.parse_args()
@@ -201,12 +240,13 @@ def main() -> int:
             "actions": args.actions,
             "tiers": [{"plugins": [{"name": p} for p in DEFAULT_PLUGINS]}],
         }))
-    agree = 0
+    agree = same_racks = 0
     kinds: Counter[str] = Counter()
     oracle: dict[str, Any] | str = ""
     for case in range(args.count):
         seed = args.seed + case
-        objects = random_cluster(random.Random(seed))
+        objects = random_cluster(random.Random(seed), random.Random(-seed) if args.topology else None)
+        rack_of = {o["metadata"]["name"]: o["metadata"]["labels"].get(RACK, "") for o in objects if o["kind"] == "Node"}
         snapshot = work / f"cluster-{seed}.yaml"
         snapshot.write_text(yaml.safe_dump_all(objects, sort_keys=False))
         ours = run([args.kai, "simulate"], snapshot, args.rounds, config)
@@ -228,6 +268,16 @@ def main() -> int:
                 break
         if matched:
             agree += 1
+            if args.topology and not isinstance(oracle, str):
+                same = racks(ours, rack_of) == racks(oracle, rack_of)
+                for _ in range(max(1, args.retries) - 1):
+                    if same:
+                        break
+                    again = run([args.oracle], snapshot, args.rounds, config)
+                    same = not isinstance(again, str) and racks(ours, rack_of) == racks(again, rack_of)
+                same_racks += same
+                if not same:
+                    print(f"seed {seed}: every status the same, some running pod in another rack")
             continue
         diff = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
         groups = Counter(k.rsplit("-", 1)[0] for k in diff)
@@ -244,6 +294,8 @@ def main() -> int:
                 (args.save / f"cluster-{seed}.kai-oracle.json").write_text(json.dumps(oracle, indent=1))
     share = 100.0 * agree / args.count if args.count else 0.0
     print(f"agreement: {agree} of {args.count} clusters ({share:.0f}%) — every pod's status the same")
+    if args.topology:
+        print(f"same racks: {same_racks} of {args.count} clusters — every running pod in the same rack as well")
     if kinds:
         print("pod differences by kind: " + ", ".join(f"{k}: {n}" for k, n in kinds.most_common()))
     return 0

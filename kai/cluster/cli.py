@@ -26,8 +26,11 @@ Listen = Annotated[str, typer.Option("--listen-address", help="host:port (or :po
 LeaderElect = Annotated[
     bool, typer.Option("--leader-elect/--no-leader-elect", help="Act only while holding the Lease.")
 ]
-LeaseNamespace = Annotated[str, typer.Option("--lease-namespace", help="Namespace of the Lease.")]
 LeaseDuration = Annotated[str, typer.Option("--lease-duration", help="Lease duration (renew deadline = 2/3 of it).")]
+LeaseNamespace = Annotated[
+    str | None, typer.Option("--lease-namespace", help="Namespace of the Lease (default: --namespace).")
+]
+Namespace = Annotated[str, typer.Option("--namespace", help="KAI's namespace (the Lease's by default).")]
 FakeUuids = Annotated[
     bool, typer.Option("--fake-gpu-uuids", help="Dev clusters (KWOK): write a made-up GPU UUID on reservation pods.")
 ]
@@ -153,12 +156,8 @@ def run(
     binder: Annotated[bool, typer.Option("--binder/--no-binder", help="Run the binder in this process too.")] = True,
     listen: Listen = ":8080",
     leader_elect: LeaderElect = False,
-    lease_namespace: Annotated[
-        str | None, typer.Option("--lease-namespace", help="Namespace of the Lease (default: --namespace).")
-    ] = None,
-    namespace: Annotated[str, typer.Option("--namespace", help="KAI's namespace (the Lease's by default).")] = (
-        "kai-scheduler"
-    ),
+    lease_namespace: LeaseNamespace = None,
+    namespace: Namespace = "kai-scheduler",
     lease_duration: LeaseDuration = "15s",
     qps: Annotated[float, typer.Option("--qps", help="API requests per second (client-go's; < 0: unlimited).")] = 50,
     burst: Annotated[int, typer.Option("--burst", help="API request burst (client-go's).")] = 300,
@@ -292,12 +291,8 @@ def binder(
         typer.Option("--listen-address", help="Old: one host:port for every endpoint (replaces the two above)."),
     ] = None,
     leader_elect: LeaderElect = False,
-    lease_namespace: Annotated[
-        str | None, typer.Option("--lease-namespace", help="Namespace of the Lease (default: --namespace).")
-    ] = None,
-    namespace: Annotated[str, typer.Option("--namespace", help="KAI's namespace (the Lease's by default).")] = (
-        "kai-scheduler"
-    ),
+    lease_namespace: LeaseNamespace = None,
+    namespace: Namespace = "kai-scheduler",
     lease_duration: LeaseDuration = "15s",
     workers: Annotated[
         int, typer.Option("--max-concurrent-reconciles", "--workers", min=1, help="Concurrent binds (--workers: old).")

@@ -174,14 +174,21 @@ def no_node_reasons(ssn: Session, task: PodInfo, subset: NodeSubset | None = Non
 
 
 def place_tasks(
-    ssn: Session, stmt: Statement, job: PodGroupInfo, tasks: list[PodInfo], pipeline_only: bool = False
+    ssn: Session,
+    stmt: Statement,
+    job: PodGroupInfo,
+    tasks: list[PodInfo],
+    pipeline_only: bool = False,
+    within: NodeSubset | None = None,
 ) -> Status:
     """Place all tasks (a gang's batch) in the statement, or none: the caller discards (or rolls back)
     on failure. Node sets come from the SubsetNodes hooks, recursively over the job's sub-group tree.
-    `pipeline_only`: every placement is a pipelining (victims moved inside an eviction simulation)."""
+    `pipeline_only`: every placement is a pipelining (victims moved inside an eviction simulation).
+    `within`: the node set the job's root is offered (None: every node), as KAI's eviction simulations
+    offer only their feasible nodes."""
     if not ssn.hooks.subset_nodes:
-        return place_in_subset(ssn, stmt, job, tasks, None, pipeline_only)
-    return _place_set(ssn, stmt, job, None, tasks, None, pipeline_only)
+        return place_in_subset(ssn, stmt, job, tasks, within, pipeline_only)
+    return _place_set(ssn, stmt, job, None, tasks, within, pipeline_only)
 
 
 def _subtree_of(job: PodGroupInfo, leaf: str) -> list[str]:

@@ -38,7 +38,7 @@ from kai.framework.placement import (
     place_tasks,
     tasks_to_allocate,
 )
-from kai.framework.session import EPS, Session
+from kai.framework.session import EPS, NodeSubset, Session
 from kai.framework.statement import Statement
 from kai.framework.status import Code, Status
 from kai.framework.victimpool import Candidate, Chunk, VictimPicker, task_gpus, tasks_to_evict, victim_pool
@@ -272,6 +272,8 @@ class Solver:
         self.policy_rejected = False  # the last trial failed a validator (not placement)
         self.filtered = 0  # pops the GPU check filtered, not yet counted in the session's decisions
         self._others: FixedJobs | None = None
+        self.feasible: np.ndarray | None = None  # KAI's feasible nodes of the solve (None: every node)
+        self.within: NodeSubset | None = None  # the current trial's: those and its victims' nodes
 
     # -- cheap filters ----------------------------------------------------------------------------
     def _free_gpus(self, chunks: list[Chunk]) -> np.ndarray:
@@ -382,8 +384,9 @@ class Solver:
             return True
         cp = stmt.checkpoint()
         if ssn.hooks.subset_nodes:
-            # Node-set constraints (topology): the victim's gang through the framework's placement.
-            if place_tasks(ssn, stmt, job, moved, pipeline_only=True).ok:
+            # Node-set constraints (topology): the victim's gang through the framework's placement, on
+            # the trial's feasible nodes (as KAI's simulation).
+            if place_tasks(ssn, stmt, job, moved, pipeline_only=True, within=self.within).ok:
                 return True
             stmt.rollback(cp)
             return False
@@ -406,7 +409,7 @@ class Solver:
             done = start
             for batch in batches:
                 cp = stmt.checkpoint()
-                if not place_tasks(ssn, stmt, self.job, batch, pipeline_only=True).ok:
+                if not place_tasks(ssn, stmt, self.job, batch, pipeline_only=True, within=self.within).ok:
                     stmt.rollback(cp)
                     return done
                 done += len(batch)
@@ -495,6 +498,20 @@ class Solver:
                     returned.add(task.key)
         return replaced, returned
 
+    def _feasible_nodes(self, recorded: list[Chunk], new: list[Chunk]) -> NodeSubset | None:
+        """The nodes a trial's simulation may place the job and its victims on, as KAI's: the solve's
+        feasible nodes and those of the trial's victims. Only with SubsetNodes hooks (topology), where
+        the set decides the lowest domain the search starts from; otherwise every node (for jobs that
+        all need GPUs the other nodes have no room for them anyway)."""
+        if not self.ssn.hooks.subset_nodes or self.feasible is None:
+            return None
+        mask = self.feasible.copy()
+        for chunk in (*recorded, *new):
+            for row in chunk.rows:
+                if row >= 0:
+                    mask[row] = True
+        return NodeSubset(mask, None, "feasible nodes")
+
     def _pending_others(self) -> FixedJobs:
         """The session's jobs with a pending pod, per leaf queue in job order (brought up to date once per
         solve: victims' pods become releasing, never pending, while it runs, and no other job's pod changes
@@ -537,6 +554,7 @@ class Solver:
             self.ssn.decisions.count("filtered", self.action)  # the simulation could not place the job
             return 0
         self.ssn.decisions.count("simulated", self.action)
+        self.within = self._feasible_nodes(recorded, new)
         cp = stmt.checkpoint()
         self._evict(new)
         cp_evicted = stmt.checkpoint()
@@ -595,6 +613,11 @@ class Solver:
                 return Outcome(False, "no node passes the job's predicates")
             mask |= fits
         self.mask = mask
+        # KAI's feasible nodes: with every task needing GPUs, the nodes with idle or releasing GPUs now
+        # (each trial adds its victims' nodes); otherwise every node (None).
+        nodes = ssn.nodes
+        gpus_free = nodes.idle[:, self.gpu_col] + nodes.releasing[:, self.gpu_col]
+        self.feasible = gpus_free > EPS if needs_gpu else None
         self.needs = [float(ssn.vector(t)[self.gpu_col]) for t in tasks]
         first = self.needs[0]
         self.equal_upto = next((i for i, x in enumerate(self.needs) if abs(x - first) > EPS), len(self.needs))

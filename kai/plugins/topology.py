@@ -14,18 +14,22 @@ sub-group set that carries a constraint:
    different tasks compare the domain's free sum with the batch's total request.
 3. Relevant levels, lowest first: from the preferred level up through the required level; only a
    required level: just that level; only a preferred level: up to the root. Every domain of those
-   levels with room for the whole batch is a candidate; within a level, the fullest first (largest
-   max-over-resources of request / free: bin-packing of domains), ties by domain ID. A domain holding
-   exactly the nodes of a lower candidate is not repeated.
-4. A candidate above the preferred level carries node scores: its preferred-level domains ranked in
-   the same order, node score floor(10 * (i + 1) / N) * 10,000, so that the roomiest preferred domain
-   is filled first and the gang spans as few of them as possible. Sub-groups without their own
+   levels with room for the whole batch is a candidate, tried in the domain order: the tree sorted
+   from the top, the children of each domain fullest first (largest max-over-resources of request /
+   free, the free room of all the domain's nodes, usable by the pods or not: bin-packing of domains),
+   ties by domain ID; so a rack of the fullest block comes before a fuller rack of a roomier block. A
+   domain holding exactly the nodes of a lower candidate is not repeated.
+4. A candidate above the preferred level carries node scores: every preferred-level domain inside the
+   lowest domain holding the parent's set (the whole topology for a job) ranked in the domain order,
+   node score floor(10 * (i + 1) / N) * 10,000 for N such domains, so that the roomiest preferred
+   domain is filled first and the gang spans as few of them as possible. Sub-groups without their own
    ranking inherit the parent's.
 5. No candidate: a failed status naming the topology, the level and the roomiest domain.
 
-Steps 2-4 depend only on the candidate nodes, their free room in the batch's resources and the batch, so
-the session keeps their answers under those: the victim trials of the evicting actions ask the same
-question again whenever a trial frees nothing among the candidates.
+Steps 2-4 depend only on the candidate nodes, the free room of the topology's nodes in the batch's
+resources, the lowest domain of the parent's set and the batch, so the session keeps their answers under
+those: the victim trials of the evicting actions ask the same question again whenever a trial frees none
+of the batch's resources in the topology.
 
 For the evicting actions the plugin also answers the PlacementPossible question (a pre-check before a
 victim trial is simulated): steps 2-3 over every usable node of the topology with the free room the
@@ -47,11 +51,12 @@ from kai.framework.placement import filter_nodes
 from kai.framework.plugin import register_plugin
 from kai.framework.session import EPS, NodeSubset, Session, SubsetRequest
 from kai.framework.status import Code, Status
-from kai.model import ACTIVE, PodGroupInfo, PodInfo, SubGroupInfo, TopologyConstraint, TopologyInfo
+from kai.model import ACTIVE, PODS, PodGroupInfo, PodInfo, SubGroupInfo, TopologyConstraint, TopologyInfo
 
 ROOT = -1  # depth of the implicit root domain, which holds every node of the topology
 ROOT_NAME = "root"
 SCORE_STEP = 10_000.0
+MISSING_RATIO = 1000.0  # the domain order's request / free for a resource a domain has none of
 REASON = "PodSchedulingErrors"
 ANSWER_BYTES_KEPT = 16 << 20  # about how much memory the session's kept SubsetNodes answers may take
 
@@ -66,6 +71,7 @@ class DomainTree:
     ids: list[np.ndarray] = field(default_factory=list)  # per level: domain index per node, -1 outside
     names: list[list[str]] = field(default_factory=list)  # per level: domain IDs by index
     ranks: list[np.ndarray] = field(default_factory=list)  # per level: each domain's place in name order
+    parents: list[np.ndarray] = field(default_factory=list)  # per level: each domain's parent (level above)
     root_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # 0 on members, else -1
 
     @staticmethod
@@ -82,7 +88,11 @@ class DomainTree:
                 value = labels[row][level]
                 keys[row] = f"{keys[row]}.{value}" if depth else value
                 ids[row] = index.setdefault(keys[row], len(index))
+            parents = np.zeros(len(index), dtype=np.int64)
+            if depth:
+                parents[ids[rows]] = tree.ids[-1][rows]
             tree.ids.append(ids)
+            tree.parents.append(parents)
             tree.names.append(list(index))
             ranks = np.empty(len(index), dtype=np.int64)
             ranks[sorted(range(len(index)), key=tree.names[-1].__getitem__)] = np.arange(len(index))
@@ -132,6 +142,7 @@ class TopologyPlugin:
         self.stacked: dict[tuple[str | int, ...], np.ndarray] = {}
         self.answers: dict[tuple[object, ...], list[tuple[np.ndarray, np.ndarray | None, str]] | dict[int, _Room]] = {}
         self.answer_bytes = 0  # roughly (all are dropped when the next would pass ANSWER_BYTES_KEPT)
+        self.pods_column = ssn.space.index(PODS)
         if ssn.table.job_flag("topology", _constrained_jobs).any():
             ssn.hooks.subset_nodes.append(self.subset_nodes)
             ssn.hooks.placement_possible.append(self.placement_possible)
@@ -160,15 +171,23 @@ class TopologyPlugin:
             return levels
         base = self._candidate_nodes(tree, request, constraint)
         nodes = self.ssn.nodes
-        free = (nodes.idle + nodes.releasing)[base]
+        everywhere = nodes.idle + nodes.releasing
+        free = everywhere[base]
         shape = self._shape(tasks)
-        # The answer depends only on these: trials that free nodes outside the candidates (or none of the
-        # batch's resources) ask the same question again.
-        room = free[:, shape.columns].tobytes()
-        key = (tree.name, *levels, constraint.preferred_level, id(shape), base.tobytes(), room)
+        scope = tree.member if request.allowed is None else tree.member & request.allowed.mask
+        # As KAI: the search starts from the lowest domain holding the set, never below the preferred level
+        # (with none, as low as the set goes); domains above it have no room counted.
+        preferred = tree.depth(constraint.preferred_level) if constraint.preferred_level else None
+        top = _common_domain(tree, scope, len(tree.levels) - 1 if preferred is None else preferred)
+        members = everywhere[tree.member][:, shape.columns]
+        # The answer depends only on these (the domains are ordered by the free room of all their nodes, which
+        # determines the candidates' room): trials that free none of the batch's resources in the topology
+        # ask the same question again.
+        room = members.tobytes()
+        key = (tree.name, *levels, constraint.preferred_level, id(shape), base.tobytes(), room, top)
         found = self.answers.get(key)
         if found is None:
-            found = self._answer(tree, constraint, levels, base, free, shape)
+            found = self._answer(tree, constraint, levels, base, free, shape, members, top)
             size = len(room) + base.size + _answer_bytes(found)
             if self.answer_bytes + size > ANSWER_BYTES_KEPT:
                 self.answers.clear()
@@ -176,30 +195,33 @@ class TopologyPlugin:
             self.answers[key] = found
             self.answer_bytes += size
         if isinstance(found, dict):  # no candidate: the rooms, for the message
-            return self._failure(tree, constraint, levels, found, base, who, len(tasks))
+            return self._failure(tree, constraint, levels, found, base, who, len(tasks), top)
         return [NodeSubset(mask, scores, name) for mask, scores, name in found]
 
     def _answer(
         self, tree: DomainTree, constraint: TopologyConstraint, levels: list[int], base: np.ndarray,
-        free: np.ndarray, shape: _Shape,
+        free: np.ndarray, shape: _Shape, members: np.ndarray, top: tuple[int, int],
     ) -> list[tuple[np.ndarray, np.ndarray | None, str]] | dict[int, _Room]:
         """Steps 2-4 for candidate nodes `base` with free room `free` (their rows): the candidates (mask,
-        scores, name; read-only arrays, as they are kept), or when there is none the rooms per level."""
+        scores, name; read-only arrays, as they are kept), or when there is none the rooms per level.
+        `members`: the free room of every node of the topology in the batch's columns (the domain order);
+        `top`: the lowest domain holding the parent's set (the preferred-level ranking's scope)."""
         batch = _Batch(free, shape.total, shape.columns, _copies(free, shape), shape.mixed, shape.count)
         rooms = _rooms(tree, levels, self._stacked_ids(tree, levels), base, batch)
-        candidates = self._candidates(tree, levels, rooms, base)
+        order = _domain_order(tree, max(levels), members, shape, self.pods_column)
+        candidates = self._candidates(tree, levels, rooms, base, order, top)
         if not candidates:
             return rooms
         preferred = tree.depth(constraint.preferred_level) if constraint.preferred_level else None
+        scores = None
+        if preferred is not None and any(depth < preferred for depth, _, _ in candidates):
+            scores = _preferred_scores(tree, preferred, order[preferred], top)
+            scores.flags.writeable = False
         out = []
         for depth, index, mask in candidates:
-            scores = None
-            if preferred is not None and depth < preferred:
-                room = rooms.get(preferred) or _room(tree, preferred, base, batch)
-                scores = _preferred_scores(tree, preferred, room, mask)
-                scores.flags.writeable = False
             mask.flags.writeable = False
-            out.append((mask, scores, f"topology domain {tree.domain_name(depth, index)}"))
+            kept = scores if preferred is not None and depth < preferred else None
+            out.append((mask, kept, f"topology domain {tree.domain_name(depth, index)}"))
         return out
 
     # -- the PlacementPossible hook ----------------------------------------------------------------
@@ -317,25 +339,28 @@ class TopologyPlugin:
         return base
 
     def _candidates(
-        self, tree: DomainTree, depths: list[int], rooms: dict[int, _Room], base: np.ndarray
+        self, tree: DomainTree, depths: list[int], rooms: dict[int, _Room], base: np.ndarray,
+        order: dict[int, np.ndarray], top: tuple[int, int],
     ) -> list[tuple[int, int, np.ndarray]]:
         out: list[tuple[int, int, np.ndarray]] = []
         added: dict[int, list[int]] = {}  # node count of a candidate -> a node row of each such candidate
         for depth in depths:
+            if depth < top[0]:
+                continue  # above the lowest domain holding the parent's set: KAI counts no room there
             room = rooms[depth]
             fitting = np.flatnonzero(room.fits)
             if fitting.size == 0:
                 continue
-            # Fullest first (largest ratio), ties by domain ID.
-            order = fitting[np.lexsort((tree.domain_ranks(depth)[fitting], -room.ratio[fitting]))]
+            # In the domain order: fullest parent first, then fullest first inside it (`_domain_order`).
+            ranked = fitting[np.argsort(order[depth][fitting], kind="stable")]
             ids = tree.domain_ids(depth)
-            masks = (ids == order[:, None]) & base  # one row per domain, in order
+            masks = (ids == ranked[:, None]) & base  # one row per domain, in order
             firsts = np.argmax(masks, axis=1).tolist()
             # Domains of this level holding a lower candidate's first node, by that candidate's node count
             # (two domains of one level never share a node).
             lower = {(count, int(ids[row])) for count, rows in added.items() for row in rows}
             counts = room.nodes.tolist()
-            for i, index in enumerate(order.tolist()):
+            for i, index in enumerate(ranked.tolist()):
                 count = int(counts[index])
                 if (count, index) in lower:
                     continue  # the same nodes as a lower candidate
@@ -352,10 +377,23 @@ class TopologyPlugin:
         base: np.ndarray,
         who: str,
         count: int,
+        top: tuple[int, int],
     ) -> Status:
         level = constraint.required_level or constraint.preferred_level
         scope = _enclosing_domain(tree, base)
         head = f"topology {tree.name}, requirement {level} couldn't be satisfied for {who}"
+        if top[0] >= 0 and any(d < top[0] and bool(rooms[d].fits.any()) for d in depths):
+            inside = tree.domain_name(*top)
+            message = (
+                f"{head}: every node the pods may be placed on is in {inside}, below level {level}; as "
+                f"KAI, the search starts from {inside}, so no domain of level {level} is considered."
+            )
+            cause = Cause(
+                "Topology", message, f"Topology {tree.name}",
+                f"starts when the nodes the pods may be placed on span more than {inside}, or with a preferred level",
+                {"level": level, "within": inside, "pods": count},
+            )
+            return Status(Code.UNSCHEDULABLE, REASON, message, cause)
         if not base.any():
             return Status(
                 Code.UNSCHEDULABLE,
@@ -593,16 +631,63 @@ def _enclosing_domain(tree: DomainTree, base: np.ndarray) -> str:
     return name
 
 
-def _preferred_scores(tree: DomainTree, depth: int, room: _Room, mask: np.ndarray) -> np.ndarray:
-    """Node scores inside a candidate: its preferred-level domains ranked fullest first, the roomiest
-    scoring highest (floor(10 * (i + 1) / N) steps of 10,000)."""
+def _preferred_scores(tree: DomainTree, depth: int, order: np.ndarray, top: tuple[int, int]) -> np.ndarray:
+    """Node scores for candidates above the preferred level: every preferred-level domain inside `top` (the
+    lowest domain holding the parent's set, whether or not a candidate holds it) ranked in the domain order,
+    fullest first, the roomiest scoring highest: floor(10 * (i + 1) / N) steps of 10,000 for N domains."""
     ids = tree.ids[depth]
-    present = np.unique(ids[mask])
-    order = present[np.lexsort((tree.ranks[depth][present], -room.ratio[present]))]
+    inside = tree.member if top[0] == ROOT else tree.member & (tree.ids[top[0]] == top[1])
+    present = np.unique(ids[inside])
+    ranked = present[np.argsort(order[present], kind="stable")]
     rank = np.zeros(len(tree.names[depth]))
-    total = len(order)
-    rank[order] = np.floor(10.0 * np.arange(1, total + 1) / total) * SCORE_STEP
-    return np.where(mask, rank[np.maximum(ids, 0)], 0.0)
+    total = len(ranked)
+    rank[ranked] = np.floor(10.0 * np.arange(1, total + 1) / total) * SCORE_STEP
+    return np.where(ids >= 0, rank[np.maximum(ids, 0)], 0.0)
+
+
+def _domain_order(
+    tree: DomainTree, deepest: int, members: np.ndarray, shape: _Shape, pods_column: int
+) -> dict[int, np.ndarray]:
+    """Each domain's place in the order the candidates are tried in, per level down to `deepest`: the
+    tree sorted from the top, the children of each domain fullest first (largest max over the batch's
+    resources of request / free room, the free room of every node of the domain, usable by the pods
+    or not; a resource the domain has none of counts as 1000), ties by domain ID. A domain's place
+    within its level: its parent's place first, then its own. `members`: the free room of the
+    topology's nodes (rows in node order) in the batch's columns."""
+    order: dict[int, np.ndarray] = {ROOT: np.zeros(1, dtype=np.int64)}
+    keep = shape.columns != pods_column
+    columns = np.flatnonzero(keep)
+    total = shape.total[shape.columns][keep]
+    width = columns.size
+    for depth in range(deepest + 1):
+        ids = tree.ids[depth][tree.member]
+        size = tree.domain_count(depth)
+        if width:
+            flat = (ids[:, None] * width + np.arange(width)).ravel()
+            dom_free = np.bincount(flat, weights=members[:, columns].ravel(), minlength=size * width)
+            dom_free = dom_free.reshape(size, width)
+            ratio = np.where(dom_free > EPS, total / np.maximum(dom_free, EPS), MISSING_RATIO).max(axis=1)
+        else:
+            ratio = np.zeros(size)
+        parent = order[depth - 1][tree.parents[depth]] if depth else np.zeros(size, dtype=np.int64)
+        place = np.empty(size, dtype=np.int64)
+        place[np.lexsort((tree.ranks[depth], -ratio, parent))] = np.arange(size)
+        order[depth] = place
+    return order
+
+
+def _common_domain(tree: DomainTree, scope: np.ndarray, deepest: int) -> tuple[int, int]:
+    """The lowest domain (depth, index) holding every node of `scope`, no deeper than `deepest`."""
+    found = (ROOT, 0)
+    if not scope.any():
+        return found
+    for depth in range(deepest + 1):
+        ids = tree.ids[depth][scope]
+        first = int(ids[0])
+        if first < 0 or not (ids == first).all():
+            break
+        found = (depth, first)
+    return found
 
 
 register_plugin("topology")(lambda args: TopologyPlugin())

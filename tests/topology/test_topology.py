@@ -179,14 +179,16 @@ def test_preferred_block_spans_as_few_blocks_as_possible_when_none_is_big_enough
 def test_preferred_rack_required_block() -> None:
     # Preferred rack, required block: a 6 x 8-GPU gang is bigger than a rack (4 nodes), so the
     # candidates are blocks. All blocks are empty but b1, where rack b1.r3 has one node taken:
-    # b1 is the fullest block and is chosen. Inside it the racks are ranked, the roomiest highest:
-    # b1.r3 is the fullest (lowest score); among the 7 empty racks, by ID, b1.r7 ranks last and scores
-    # highest, then b1.r6. So 4 pods fill b1.r7 and 2 go to b1.r6.
+    # b1 is the fullest block and is chosen. The node scores rank every rack of the cluster (the
+    # lowest domain holding all nodes is the root), in the domain order: b1 first (the fullest block),
+    # inside it b1.r3 (the fullest rack), then b1.r0-r2, r4-r7 by ID; then b0, b2, b3. With 32 racks
+    # rack i scores floor(10 * (i + 1) / 32) steps: b1.r6 (i = 6) and b1.r7 (i = 7) both score 2, the
+    # highest in b1. Between equal nodes the first by name wins, so 4 pods fill b1.r6 and 2 go to b1.r7.
     objects = [*cluster(), load("busy", "b1-r3-n0", 8)]
     result = run([*objects, *gang("train", 6, topo=constraint(required=BLOCK, preferred=RACK))])
     placed = sorted(bound(result).values())
     assert len(placed) == 6
-    assert [rack_of(n) for n in placed] == ["b1-r6"] * 2 + ["b1-r7"] * 4
+    assert [rack_of(n) for n in placed] == ["b1-r6"] * 4 + ["b1-r7"] * 2
 
 
 # -- sub-groups ---------------------------------------------------------------------------------------
