@@ -207,12 +207,25 @@ class ReclaimRules:
             ag, ac, am = ag - pg, ac - pc, am - pm
         # (not over its share, within its quota) as one number; queue priority, not using a zero share
         head = (0 if ag > fg and ac > fc and am > fm else 2) + (1 if ag <= dg and ac <= dc and am <= dm else 0)
-        if divide:  # every share above 0: no zero share in use; max() keeps the first of equal values too
-            drs = max(ag / sg, ac / sc, am / sm)
-            if next_sum:
-                vg, vc, vm = next_sum
-                return (head, priority + 1, -max((ag - vg) / sg, (ac - vc) / sc, (am - vm) / sm), -drs, t0, t1, t2)
-            return (head, priority + 1, -drs, -drs, t0, t1, t2)
+        if divide:  # every share above 0: no zero share in use, every ratio a division
+            drs = ag / sg
+            x = ac / sc
+            if x > drs:
+                drs = x
+            x = am / sm
+            if x > drs:
+                drs = x
+            if not next_sum:
+                return (head, priority + 1, -drs, -drs, t0, t1, t2)
+            vg, vc, vm = next_sum
+            after = (ag - vg) / sg
+            x = (ac - vc) / sc
+            if x > after:
+                after = x
+            x = (am - vm) / sm
+            if x > after:
+                after = x
+            return (head, priority + 1, -after, -drs, t0, t1, t2)
         zero_share = sg <= 0 < ag or sc <= 0 < ac or sm <= 0 < am
         # max() of the three, spelt out (the first of equal values, as max)
         drs = ag / sg if pg_ else ag * 1000.0
