@@ -136,8 +136,12 @@ class EventRecorder:
                 self.written += 1
             except ApiError as err:
                 log.debug("event %s not written: %s", event["reason"], err)
+            finally:
+                self._queue.task_done()
 
-    def flush(self, timeout: float = 5.0) -> None:
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Wait until every queued event is written (or failed); False if some still were at the timeout."""
         deadline = time.monotonic() + timeout
-        while not self._queue.empty() and time.monotonic() < deadline:
+        while self._queue.unfinished_tasks and time.monotonic() < deadline:
             time.sleep(0.02)
+        return not self._queue.unfinished_tasks

@@ -1,18 +1,19 @@
 """A thin raw-JSON layer over the official `kubernetes` client.
 
 The official client does configuration (kubeconfig, in-cluster service account, exec
-plugins, token refresh) and authentication; its connection pool (urllib3) carries the
-requests, each sent straight to the pool the client's pool manager keeps for the API server (no
-parameter serialising, URL parsing and pool lookup per request). What we skip is its typed
-models: listing 5,000 pods through them costs several times what `json.loads` of the same
-bytes costs (see ``bench/live.py --measure-client`` and the report in kai/cluster/NOTES.md), and
-the scheduler hands plain dicts to ``kai.snapshot.builder`` anyway.
+plugins, token refresh) and authentication. What we skip is its typed models: listing 5,000
+pods through them costs several times what `json.loads` of the same bytes costs (see
+``bench/live.py --measure-client`` and the report in kai/cluster/NOTES.md), and the scheduler
+hands plain dicts to ``kai.snapshot.builder`` anyway. Requests and watches go over kept-alive
+connections that urllib3 opens with the client's TLS settings, written in one piece and read by
+the ``httptools`` parser (:mod:`kai.cluster.wire`); through the client's urllib3 pool manager
+when a proxy is configured.
 
     kube = Kube.from_kubeconfig(path)          # or Kube.in_cluster(), Kube(api_client)
     pods = kube.get("/api/v1/pods")             # dict, raises ApiError on 4xx/5xx
     kube.post(path, body)                       # create
     kube.patch(path, body, merge=True)          # JSON merge patch (or strategic for core kinds)
-    resp = kube.stream("/api/v1/pods", {...})   # urllib3 response for watches
+    resp = kube.stream("/api/v1/pods", {...})   # a streaming response for watches (iter_lines)
 
 Every call raises :class:`ApiError` with the HTTP status (0 for transport errors).
 """
@@ -30,6 +31,12 @@ from urllib.parse import quote, urlencode
 import urllib3
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
+from urllib3.poolmanager import SSL_KEYWORDS
+
+from kai.cluster.wire import Stream, Wire, WireError
+
+# One encoder for every request body (json.dumps makes a new one per call when given separators).
+_JSON = json.JSONEncoder(separators=(",", ":"))
 
 
 class ApiError(Exception):
@@ -135,9 +142,9 @@ class Kube:
         self.api = api
         self.timeout = timeout
         self.limiter: RateLimiter | None = None  # client-go's QPS/burst (KAI's --qps, --burst); None: unlimited
-        # The API server's connection pool, taken from the client's pool manager once (None: a proxy, or
-        # a host that is no http(s) URL: every request through the pool manager, as the client does).
-        self._pool, self._base_path = _host_pool(api)
+        # Requests and watches over kept-alive connections (kai.cluster.wire); None (a proxy, or a host that
+        # is no http(s) URL): urllib3's request path through the client's pool manager, as the client does.
+        self.wire, self._base_path = _wire_for(api)
 
     def rate_limit(self, qps: float, burst: int) -> Kube:
         """Limit requests as client-go does: qps > 0 limits, 0 means client-go's default (5/s, burst 10), < 0 none."""
@@ -183,35 +190,14 @@ class Kube:
         query: Mapping[str, Any] | None = None,
         body: Any = None,
         content_type: str = "application/json",
-        timeout: float | tuple[float, float] | None = None,
+        timeout: float | tuple[float, float | None] | None = None,
     ) -> urllib3.BaseHTTPResponse:
+        """A request through the client's urllib3 pool manager (when there is no :attr:`wire`)."""
         if self.limiter is not None:
             self.limiter.take()
         if query:
             path = f"{path}?{urlencode({k: _query_value(v) for k, v in query.items() if v is not None})}"
-        data = body if isinstance(body, bytes) or body is None else json.dumps(body, separators=(",", ":"))
-        pool = self._pool
-        if pool is not None and pool.pool is None:  # closed (the pool manager let it go): take it anew
-            self._pool, self._base_path = _host_pool(self.api)
-            pool = self._pool
-        if pool is not None:
-            # Straight to the host's pool: the client's headers (User-Agent, cookie, the bearer token its
-            # configuration gives now, refresh hook included) without its parameter serialising, and no
-            # URL parsing and pool lookup in the pool manager per request.
-            try:
-                return pool.urlopen(
-                    method,
-                    self._base_path + path,
-                    body=data,
-                    headers=self._headers(body is not None, content_type),
-                    preload_content=False,
-                    timeout=_timeout(timeout if timeout is not None else self.timeout),
-                    retries=False,
-                    redirect=False,
-                    assert_same_host=False,
-                )
-            except urllib3.exceptions.HTTPError as err:
-                raise ApiError(0, f"{type(err).__name__}: {err}") from err
+        data = body if isinstance(body, bytes) or body is None else _JSON.encode(body)
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = content_type
@@ -230,6 +216,35 @@ class Kube:
             )
         except urllib3.exceptions.HTTPError as err:
             raise ApiError(0, f"{type(err).__name__}: {err}") from err
+
+    def _exchange(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, Any] | None,
+        body: Any,
+        content_type: str,
+        timeout: float | None,
+    ) -> tuple[int, str, bytes]:
+        """One request through :attr:`wire`: the official client's headers (its User-Agent, cookie and the
+        bearer token its configuration gives now, refresh hook included) on a kept-alive connection."""
+        assert self.wire is not None
+        if self.limiter is not None:
+            self.limiter.take()
+        headers = self._headers(body is not None, content_type)
+        data = body if body is None or isinstance(body, bytes) else _JSON.encode(body).encode()
+        try:
+            return self.wire.request(
+                method, self._target(path, query), headers, data, timeout if timeout is not None else self.timeout
+            )
+        except WireError as err:
+            raise ApiError(0, str(err)) from err
+
+    def _target(self, path: str, query: Mapping[str, Any] | None) -> str:
+        target = self._base_path + path
+        if query:
+            target = f"{target}?{urlencode({k: _query_value(v) for k, v in query.items() if v is not None})}"
+        return target
 
     def _headers(self, has_body: bool, content_type: str) -> dict[str, str]:
         """What ``ApiClient.param_serialize`` puts in a request's headers, for a raw JSON request."""
@@ -254,19 +269,23 @@ class Kube:
         content_type: str = "application/json",
         timeout: float | None = None,
     ) -> dict[str, Any]:
-        resp = self._send(method, path, query, body, content_type, timeout)
-        try:
-            data = resp.read()
-        except urllib3.exceptions.HTTPError as err:
-            raise ApiError(0, f"{type(err).__name__}: {err}") from err
-        finally:
-            resp.release_conn()
+        if self.wire is not None:
+            status, reason, data = self._exchange(method, path, query, body, content_type, timeout)
+        else:
+            resp = self._send(method, path, query, body, content_type, timeout)
+            try:
+                data = resp.read()
+            except urllib3.exceptions.HTTPError as err:
+                raise ApiError(0, f"{type(err).__name__}: {err}") from err
+            finally:
+                resp.release_conn()
+            status, reason = resp.status, str(resp.reason or "")
         try:
             parsed = json.loads(data) if data else {}
         except ValueError:
             parsed = {"message": data[:200].decode("utf-8", "replace")}
-        if resp.status >= 400:
-            raise ApiError(resp.status, str(resp.reason or ""), parsed if isinstance(parsed, dict) else None)
+        if status >= 400:
+            raise ApiError(status, reason, parsed if isinstance(parsed, dict) else None)
         return parsed if isinstance(parsed, dict) else {"items": parsed}
 
     def get(self, path: str, query: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -292,8 +311,27 @@ class Kube:
 
     def stream(
         self, path: str, query: Mapping[str, Any], read_timeout: float | None = None
-    ) -> urllib3.BaseHTTPResponse:
-        """A streaming GET (a watch): the caller reads lines and must `release_conn()` or `close()` it."""
+    ) -> urllib3.BaseHTTPResponse | Stream:
+        """A streaming GET (a watch): the caller reads lines (:func:`iter_lines`) and must `release_conn()` or
+        `close()` it (`shutdown()` from another thread ends a blocked read)."""
+        if self.wire is not None:
+            if self.limiter is not None:
+                self.limiter.take()
+            try:
+                stream = self.wire.stream(self._target(path, query), self._headers(False, ""), 10.0, read_timeout)
+                if stream.status < 400:
+                    return stream
+                try:
+                    data = stream.read()
+                finally:
+                    stream.release_conn()
+            except WireError as err:
+                raise ApiError(0, str(err)) from err
+            try:
+                parsed = json.loads(data) if data else {}
+            except ValueError:
+                parsed = {}
+            raise ApiError(stream.status, stream.reason, parsed if isinstance(parsed, dict) else None)
         resp = self._send("GET", path, query, timeout=(10.0, read_timeout) if read_timeout else (10.0, None))
         if resp.status >= 400:
             try:
@@ -323,9 +361,9 @@ class Kube:
             params["continue"] = token
 
 
-def _host_pool(api: k8s.ApiClient) -> tuple[urllib3.HTTPConnectionPool | None, str]:
-    """The pool manager's connection pool for the configured host, and the host's path prefix; (None, "")
-    when the pool manager is a proxy's or the host is no http(s) URL."""
+def _wire_for(api: k8s.ApiClient) -> tuple[Wire | None, str]:
+    """A :class:`Wire` with the connection settings the official client gave its pool manager, and the
+    host's path prefix; (None, "") when its pool manager is a proxy's or the host is no http(s) URL."""
     manager = getattr(getattr(api, "rest_client", None), "pool_manager", None)
     if type(manager) is not urllib3.PoolManager:
         return None, ""
@@ -335,7 +373,13 @@ def _host_pool(api: k8s.ApiClient) -> tuple[urllib3.HTTPConnectionPool | None, s
         return None, ""
     if url.scheme not in ("http", "https") or not url.host:
         return None, ""
-    return manager.connection_from_url(url.url), (url.path or "").rstrip("/")
+    skip = {"maxsize", "block", "retries", "timeout", "headers"}
+    if url.scheme == "http":
+        skip.update(SSL_KEYWORDS)
+    conn_kw = {k: v for k, v in manager.connection_pool_kw.items() if k not in skip}
+    maxsize = int(manager.connection_pool_kw.get("maxsize") or 10)
+    host = url.host.strip("[]")  # an IPv6 literal as the socket wants it
+    return Wire(url.scheme, host, url.port, conn_kw, maxsize), (url.path or "").rstrip("/")
 
 
 def _query_value(value: Any) -> str:
@@ -352,8 +396,11 @@ def _timeout(value: float | tuple[float, float | None] | None) -> urllib3.Timeou
     return urllib3.Timeout(connect=min(10.0, value), read=value)
 
 
-def iter_lines(resp: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
+def iter_lines(resp: urllib3.BaseHTTPResponse | Stream) -> Iterator[bytes]:
     """The newline-separated lines of a streaming response, as they arrive."""
+    if isinstance(resp, Stream):
+        yield from resp.lines()
+        return
     buffer = b""
     for chunk in resp.stream(amt=None, decode_content=True):
         if b"\n" not in chunk:

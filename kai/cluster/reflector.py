@@ -45,6 +45,7 @@ from typing import Any
 import urllib3
 
 from kai.cluster.kube import ApiError, Kube, Resource, iter_lines, object_key
+from kai.cluster.wire import Stream
 
 log = logging.getLogger("kai.cluster.reflector")
 
@@ -226,7 +227,7 @@ class Reflector:
         self.events = 0
         self.last_error: str = ""
         self._stop = threading.Event()
-        self._resp: urllib3.BaseHTTPResponse | None = None
+        self._resp: urllib3.BaseHTTPResponse | Stream | None = None
         self._thread: threading.Thread | None = None
 
     # -- lifecycle --------------------------------------------------------------------------

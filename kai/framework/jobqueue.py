@@ -37,7 +37,12 @@ class JobQueue:
 
     `stable_keys` (allocate): between two pops only the popped job and its queues' allocation change,
     so a queue's place in the queue order (for the job standing for it) is kept until a job of its
-    subtree is popped. Actions that evict change other queues' allocation and leave it off."""
+    subtree is popped. Actions that evict change other queues' allocation and leave it off. With stable
+    keys and nothing deferred, the job standing for a queue and its key are kept too, until a push or a pop
+    under the queue (the queues of that job's path) changes what is below it: a pop then compares the
+    queues of the path it changed anew, and the others as they were (what comparing them all would find)."""
+
+    reuse_reps = True  # whether a queue's standing job may be kept (see above; SimulationQueue ranks its own way)
 
     def __init__(
         self,
@@ -49,6 +54,10 @@ class JobQueue:
     ) -> None:
         self.ssn = ssn
         self.keys: dict[str, tuple[PodGroupInfo, tuple[Any, ...]]] | None = {} if stable_keys else None
+        # queue -> (the job standing for it, its key; None, None: no job below it), while nothing changed below
+        self.reps: dict[str, tuple[PodGroupInfo | None, tuple[Any, ...] | None]] | None = (
+            {} if stable_keys and defer_for_pop is None and self.reuse_reps else None
+        )
         self.depth = None if depth is None or depth == -1 else max(depth, 0)
         self.defer_for_pop = defer_for_pop
         self.deferred: list[PodGroupInfo] = []
@@ -77,6 +86,9 @@ class JobQueue:
         if heap is not None and self.depth is not None and len(heap) > self.depth:
             heap.remove(max(heap))
             heapq.heapify(heap)
+        if self.reps and heap is not None:  # what stands for the job's queues may change
+            for queue in self.ssn.queue_path(job.queue):
+                self.reps.pop(queue.name, None)
 
     def __bool__(self) -> bool:
         return bool(self.deferred) or any(self.heaps.values())
@@ -107,10 +119,19 @@ class JobQueue:
     def _choose(self, names: Iterable[str], skip: Skip | None) -> tuple[str, PodGroupInfo] | None:
         """The child queue that ranks first under the queue order, with the job standing for it."""
         best: tuple[tuple[Any, ...], str, PodGroupInfo] | None = None
-        keys = self.keys
+        keys, reps = self.keys, self.reps
         for name in names:
+            if reps is not None:
+                found = reps.get(name)
+                if found is not None:
+                    job, key = found
+                    if job is not None and (best is None or key < best[0]):  # type: ignore[operator]
+                        best = (key, name, job)  # type: ignore[assignment]
+                    continue
             job = self._rep(name, skip)
             if job is None:
+                if reps is not None:
+                    reps[name] = (None, None)
                 continue
             if keys is None:
                 key = self.ssn.queue_key(self.ssn.queues[name], job)
@@ -121,6 +142,8 @@ class JobQueue:
                 else:
                     key = self.ssn.queue_key(self.ssn.queues[name], job)
                     keys[name] = (job, key)
+                if reps is not None:
+                    reps[name] = (job, key)
             if best is None or key < best[0]:
                 best = (key, name, job)
         return None if best is None else (best[1], best[2])
@@ -142,8 +165,11 @@ class JobQueue:
     def _popped(self, job: PodGroupInfo) -> PodGroupInfo:
         """The job leaves to be acted on: the keys of its queues no longer hold."""
         if self.keys is not None:
+            reps = self.reps
             for queue in self.ssn.queue_path(job.queue):
                 self.keys.pop(queue.name, None)
+                if reps is not None:
+                    reps.pop(queue.name, None)
         return job
 
 
@@ -226,6 +252,8 @@ class SimulationQueue(JobQueue):
       parent's job does not matter, its dead children are not compared at all: what one pops changes
       nothing but the parent's "last popped" child, and a dead queue never comes back to life. A leaf whose
       job does not matter hands out its pushed jobs in their job order, whatever else waits there."""
+
+    reuse_reps = False  # its queues' standing jobs follow its own rules (live queues, fixed jobs)
 
     def __init__(
         self,

@@ -11,13 +11,21 @@ a statement moved since then (kai.framework.statement.moved_pods) need looking a
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import repeat
+from operator import attrgetter, is_not
+
+import numpy as np
 
 from kai.framework.decisions import JobOutcome
+from kai.framework.podtable import SEVERAL_LEAVES, status_mask
 from kai.framework.session import Session
 from kai.framework.statement import moved_pods
 from kai.model import ACTIVE, PodGroupInfo, PodStatus
 
 _PLACED = frozenset({PodStatus.RUNNING, PodStatus.ALLOCATED})
+_PLACED_CODES = status_mask(_PLACED)
+_ACTIVE_CODES = status_mask(ACTIVE)
+_STALE_SINCE = attrgetter("stale_since")
 
 
 @dataclass(slots=True)
@@ -56,8 +64,60 @@ def _maybe_stale(job: PodGroupInfo) -> bool:
     return bool(active) and active < sub.min_member
 
 
+def _stale_instant(jobs: list[PodGroupInfo]) -> np.ndarray:
+    """Per job: whether it carries a stale instant."""
+    return np.fromiter(map(is_not, map(_STALE_SINCE, jobs), repeat(None)), dtype=bool, count=len(jobs))
+
+
 def scan_jobs(ssn: Session) -> JobScan:
-    """The pass over every job of the session, remembered for `last_scan`."""
+    """The pass over every job of the session, remembered for `last_scan`: what `_scan_plain` finds job by
+    job, read for the jobs no statement changed a pod of from the session's pod table (the pods' statuses
+    as the session opened, a column per job at once), and job by job only for the others."""
+    table = ssn.table
+    jobs = ssn.jobs
+    if len(table.jobs) != len(jobs) or table.keys != list(jobs):
+        return _scan_plain(ssn)  # not the jobs the session opened with
+    status, starts = table.columns.status, table.starts
+
+    def per_job(mask: np.ndarray) -> np.ndarray:
+        """How many of each job's pods the mask holds."""
+        total = np.zeros(len(mask) + 1, dtype=np.intp)
+        np.cumsum(mask, out=total[1:])
+        return total[starts[1:]] - total[starts[:-1]]
+
+    size = np.diff(starts)
+    placed, active = per_job(_PLACED_CODES[status]), per_job(_ACTIVE_CODES[status])
+    minimum = table.leaf_minimum()
+    one = minimum != SEVERAL_LEAVES
+    running = one & (size > 0) & (placed == size) & (size >= minimum)  # plainly_running, as the session opened
+    maybe_stale = ~one | ((active > 0) & (active < minimum))  # _maybe_stale, likewise
+    moved = moved_pods(ssn)
+    if moved:  # the jobs a statement changed since: as they are now
+        position = table.position
+        for key in {pod.job_key for pod in moved}:
+            i = position.get(key)
+            if i is not None:
+                job = table.jobs[i]
+                running[i], maybe_stale[i] = plainly_running(job), _maybe_stale(job)
+    check = table.job_flag("stale instant", _stale_instant) | (~running & maybe_stale)
+    # One outcome per queue with a plainly running job, each such job's taken by its queue's number.
+    names = list(dict.fromkeys(table.queue))
+    number = {name: i for i, name in enumerate(names)}
+    queue_of = np.fromiter(map(number.__getitem__, table.queue), dtype=np.intp, count=len(table.queue))
+    choices = np.full(len(names) + 1, None, dtype=object)  # the last: None, for the other jobs
+    by_queue: dict[str, JobOutcome] = {}
+    for i in np.unique(queue_of[running]).tolist():
+        choices[i] = by_queue[names[i]] = JobOutcome(names[i], "Running", "", "")
+    outcomes = choices[np.where(running, queue_of, len(names))].tolist()
+    keys = table.keys
+    others = [keys[i] for i in np.flatnonzero(~running).tolist()]
+    to_check = [keys[i] for i in np.flatnonzero(check).tolist()]
+    scan = ssn.state["job scan"] = JobScan(len(moved), outcomes, by_queue, others, to_check)
+    return scan
+
+
+def _scan_plain(ssn: Session) -> JobScan:
+    """The pass, job by job over the jobs' pod counts as they are now."""
     running: dict[str, JobOutcome] = {}  # per queue
     outcomes: list[JobOutcome | None] = []
     others: list[str] = []

@@ -8,8 +8,9 @@ updates them on the changed rows only (the session's nodes log every row a state
 
 A kind is the request vector, the results of the node filters (static ones only: a filter whose answer
 depends on other pods' placements makes the task uncacheable), and each scorer's signature of the
-task; every scorer must be a RowScorer. Tasks that do not qualify (shared GPUs, devices, node sets,
-dynamic filters, plain scorers) are placed by the full computation. Either way the chosen node is the
+task; every scorer must be a RowScorer. Tasks that do not qualify (shared GPUs, devices, dynamic
+filters, plain scorers) are placed by the full computation. A cache made for one node set (a topology
+domain) answers as find_node does with that set, for one batch placed inside it. Either way the chosen node is the
 same: every array holds exactly the values the full computation gives.
 """
 
@@ -23,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from kai.framework.rowscore import RowScorer, Scored
-from kai.framework.session import PlacementContext, Session
+from kai.framework.session import NodeSubset, PlacementContext, Session
 from kai.model import PodInfo
 
 MISS = object()  # the task is not cacheable: place it by the full computation
@@ -52,8 +53,12 @@ class _Entry:
 class PlacementCache:
     """Per session, while an action places many pods (see the module docstring)."""
 
-    def __init__(self, ssn: Session) -> None:
+    def __init__(self, ssn: Session, subset: NodeSubset | None = None) -> None:
         self.ssn = ssn
+        # A cache for the placements inside one node set (a gang's batch in a topology domain): every
+        # answer is find_node's with that `subset` (its mask narrows the candidates, its scores are added
+        # last). Kept only while the batch is placed: the set's arrays are not part of the entries' keys.
+        self.subset = subset
         self.entries: dict[Hashable, _Entry] = {}
         self.scorers: list[RowScorer] | None = None
         self.moving: list[tuple[int, RowScorer]] = []  # the scorers (by position) whose score follows the nodes
@@ -112,7 +117,9 @@ class PlacementCache:
             self._update(entry, task, rows if len(rows) == 1 else sorted(set(rows)), len(log))
         else:
             return None if entry.best < 0 else (entry.best, bool(entry.fits_idle[entry.best]))
-        best = int(entry.sums[-1].argmax())
+        total = entry.sums[-1]
+        extra = self.subset.scores if self.subset is not None else None
+        best = int(total.argmax() if extra is None else (total + extra).argmax())
         if not entry.candidates[best] and not entry.candidates.any():
             entry.best = -1
             return None
@@ -176,6 +183,8 @@ class PlacementCache:
         mask = nodes.usable
         for result in filtered:
             mask = mask & result
+        if self.subset is not None:
+            mask = mask & self.subset.mask
         fits_idle = np.ones(len(nodes), dtype=bool)
         for col, amount in need:
             fits_idle &= nodes.idle_cols[col] >= amount

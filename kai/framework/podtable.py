@@ -20,7 +20,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from functools import reduce
 from itertools import repeat
-from operator import attrgetter, iadd, is_
+from operator import attrgetter, iadd, is_, itemgetter
 from typing import Any
 
 import numpy as np
@@ -28,7 +28,7 @@ import numpy as np
 from kai.model import NodeInfo, PodGroupInfo, PodInfo, PodStatus
 
 STATUSES: tuple[PodStatus, ...] = tuple(PodStatus)
-JobFlags = Callable[[list[PodGroupInfo]], np.ndarray]  # a bool per job of the list
+JobFlags = Callable[[list[PodGroupInfo]], np.ndarray]  # a value per job of the list (a bool, or a number)
 CODE: dict[PodStatus, int] = {s: i for i, s in enumerate(STATUSES)}
 
 _LEAVES = attrgetter("leaves")
@@ -39,6 +39,22 @@ _REQUESTS = attrgetter("requests")
 _GPU = attrgetter("gpu")
 _QUEUE = attrgetter("queue")
 _PREEMPTIBLE = attrgetter("preemptible")
+_MIN_MEMBER = attrgetter("min_member")
+_GIVEN_LEAVES, _FIRST = attrgetter("_leaves"), itemgetter(0)
+SEVERAL_LEAVES = int(np.iinfo(np.int64).min)  # leaf_minimum of a job without exactly one leaf
+
+
+def leaf_minimum(jobs: list[PodGroupInfo]) -> np.ndarray:
+    """Per job: its one leaf's minMember (SEVERAL_LEAVES for a job without exactly one leaf)."""
+    leaves = list(map(_GIVEN_LEAVES, jobs))  # as worked out (or given) already, mostly: read in C
+    if None in leaves:
+        leaves = list(map(_LEAVES, jobs))
+    one = np.fromiter(map(len, leaves), dtype=np.intp, count=len(jobs)) == 1
+    if one.all():  # the common case, read in C
+        return np.fromiter(map(_MIN_MEMBER, map(_FIRST, leaves)), dtype=np.int64, count=len(jobs))
+    out = np.full(len(jobs), SEVERAL_LEAVES, dtype=np.int64)
+    out[one] = [leaves[i][0].min_member for i in np.flatnonzero(one).tolist()]
+    return out
 
 
 def status_mask(statuses: Iterable[PodStatus]) -> np.ndarray:
@@ -117,12 +133,21 @@ class PodTable:
         self.gpus = Interned()
         self.reused = 0  # jobs whose rows were copied from an earlier table
         self._job_of: np.ndarray | None = None
+        self._position: dict[str, int] | None = None
+        self._minima: np.ndarray | None = None  # leaf_minimum of the jobs last read, if read on the way
         self._pod_flags: dict[str, np.ndarray] = {}
         self._job_flags: dict[str, tuple[JobFlags, np.ndarray]] = {}
 
     @property
     def pods(self) -> list[PodInfo]:
         return self.columns.pods
+
+    @property
+    def position(self) -> dict[str, int]:
+        """Per job key, the job's position in `jobs`."""
+        if self._position is None:
+            self._position = dict(zip(self.keys, range(len(self.keys)), strict=True))
+        return self._position
 
     @property
     def job_of(self) -> np.ndarray:
@@ -139,10 +164,14 @@ class PodTable:
             flag = self._pod_flags[attribute] = _truthy(self.pods, attribute)
         return flag
 
+    def leaf_minimum(self) -> np.ndarray:
+        """Per job, its one leaf's minMember (see `leaf_minimum`), kept as a job flag."""
+        return self.job_flag("leaf minMember", leaf_minimum)
+
     def job_flag(self, name: str, compute: JobFlags) -> np.ndarray:
-        """Per job, `compute(jobs)` (a bool per job of a list, from the jobs' own fields alone, e.g. whether
-        a job names a topology), kept under `name`: computed once per table, and for a table made from an
-        earlier one that had it, only for the jobs it read."""
+        """Per job, `compute(jobs)` (a value per job of a list, a bool or a number, from the jobs' own fields
+        alone, e.g. whether a job names a topology), kept under `name`: computed once per table, and for a
+        table made from an earlier one that had it, only for the jobs it read."""
         found = self._job_flags.get(name)
         if found is None:
             found = self._job_flags[name] = (compute, compute(self.jobs))
@@ -169,6 +198,8 @@ class PodTable:
             table._splice(previous, node_index, changed)
         else:
             table.starts, table.columns, table.queue, table.preemptible = table._read(table.jobs, node_index)
+            if table._minima is not None:  # read on the way: what leaf_minimum gives
+                table._job_flags["leaf minMember"] = (leaf_minimum, table._minima)
         return table
 
     def _read(
@@ -183,6 +214,9 @@ class PodTable:
             per_job = np.fromiter(map(len, leaves), dtype=np.intp, count=len(jobs))
             owner = np.repeat(np.arange(len(jobs), dtype=np.intp), per_job)
             sizes = np.bincount(owner, weights=sizes, minlength=len(jobs)).astype(np.intp)
+            self._minima = None
+        else:  # one leaf per job: each job's leaf minMember at once
+            self._minima = np.fromiter(map(_MIN_MEMBER, flat), dtype=np.int64, count=len(flat))
         starts = np.zeros(len(jobs) + 1, dtype=np.intp)
         np.cumsum(sizes, out=starts[1:])
         pods = _joined(pod_lists)
@@ -238,7 +272,7 @@ class PodTable:
             self._pod_flags[attribute] = np.concatenate((flag, _truthy(new.pods, attribute)))[gather]
         fresh_jobs = [jobs[i] for i in fresh.tolist()]
         for name, (compute, values) in previous._job_flags.items():
-            out = np.empty(count, dtype=bool)
+            out = np.empty(count, dtype=values.dtype)
             out[kept] = values[at[kept]]
             out[fresh] = compute(fresh_jobs)
             self._job_flags[name] = (compute, out)

@@ -239,10 +239,30 @@ class _Potential:
                             freed[row] = freed.get(row, 0.0) + gpus
 
 
+_UNSET = "\x00unset"  # a reason or budget message a trial did not set (no real message is this)
+
+
+@dataclass(slots=True)
+class _Tried:
+    """A walk's failed trial: its chunks (kept alive, so that their ids stay theirs), and what it left in
+    the solver's reason, budget message (`_UNSET`: left as it was) and validator verdict."""
+
+    chunks: tuple[Chunk, ...]
+    reason: str
+    budget: str
+    policy_rejected: bool
+
+
 class Solver:
     # Whether a simulation stops as soon as the job's first k tasks no longer have room anywhere (see
     # `_simulate`); a switch only so that tests can compare the shortcut with the full simulation.
     stop_when_job_cannot_fit = True
+    # Whether a walk answers a trial of chunks it already tried from that trial's answer (see
+    # `_trial_once`); a switch only so that tests can compare the shortcut with every trial simulated.
+    reuse_tried = True
+    # Whether a simulation skips the PlacementPossible check after a victim placed only on nodes that had
+    # no room for one of the job's tasks (see `_took_room`); a switch only for tests.
+    skip_idle_watch = True
 
     def __init__(
         self,
@@ -464,6 +484,7 @@ class Solver:
         # it was): once the PlacementPossible hooks see no room for the job's first k tasks, its own turn
         # would fail, and the simulation fails now rather than after placing the victims still ahead of it.
         watch = self.stop_when_job_cannot_fit and bool(ssn.hooks.placement_possible)
+        floor = self._task_floor(k) if watch and self.skip_idle_watch else None
         while (rep := order.pop()) is not None:
             key = units[id(rep)]
             if not key:
@@ -487,7 +508,8 @@ class Solver:
                 self.stmt.rollback(cp)
                 continue
             replaced.update(t.key for t in batch)
-            if watch and not ssn.placement_possible(self.job, self.tasks[:k]):
+            took = watch and (floor is None or self._took_room(cp, floor))
+            if took and not ssn.placement_possible(self.job, self.tasks[:k]):
                 return None
         returned: set[str] = set()
         nodes = ssn.nodes
@@ -497,6 +519,36 @@ class Solver:
                 if home and task.key in replaced:
                     returned.add(task.key)
         return replaced, returned
+
+    def _task_floor(self, k: int) -> np.ndarray | None:
+        """The request of the job's first k tasks when they all ask for the same (None otherwise), with the
+        columns it asks for nothing in set to 0."""
+        vectors = [self.ssn.vector(t) for t in self.tasks[:k]]
+        first = vectors[0]
+        if any(v is not first and not np.array_equal(v, first) for v in vectors):
+            return None
+        return np.where(first > EPS, first, 0.0)
+
+    def _took_room(self, cp: int, floor: np.ndarray) -> bool:
+        """Whether the pods the statement placed since `cp` went onto a node that had room for one of the
+        job's tasks (all asking for `floor`) before them. When none did, no node's count of tasks it can
+        hold changed, and the PlacementPossible answer is the one the simulation had before (for the
+        topology hook, which counts whole tasks per node when the tasks ask for the same). Skipping the
+        check is safe in any case: a simulation that goes on after its job lost its room fails at the
+        job's own turn."""
+        ssn = self.ssn
+        nodes = ssn.nodes
+        ops = self.stmt.ops
+        before: dict[int, np.ndarray] = {}
+        for i in range(cp, len(ops)):
+            op = ops[i]
+            row = op.row
+            vec = ssn.vector(op.task)
+            got = before.get(row)
+            before[row] = (nodes.idle[row] + nodes.releasing[row] + vec) if got is None else got + vec
+        asked = floor > 0
+        need = floor[asked] * (1 - 1e-9) - 1e-6  # a node held a task unless it lacked one by a clear margin
+        return any((free[asked] >= need).all() for free in before.values())
 
     def _feasible_nodes(self, recorded: list[Chunk], new: list[Chunk]) -> NodeSubset | None:
         """The nodes a trial's simulation may place the job and its victims on, as KAI's: the solve's
@@ -594,6 +646,35 @@ class Solver:
         stmt.rollback(cp)
         return 0
 
+    def _trial_once(self, tried: dict[tuple[int, ...], _Tried], recorded: list[Chunk], new: list[Chunk], k: int) -> int:
+        """`_trial`, unless this walk already tried the same chunks: a walk's trials all start from the
+        same state (the recorded victims evicted, the rest rolled back) with the same k, and a trial is a
+        function of that state, its chunks and k, so a repeat fails as the first did (a success ends the
+        walk), with the same reason, budget message and validator verdict left behind. A gang spread over
+        several nodes is offered once for each of its nodes, often alone there: the same trial again."""
+        if not self.reuse_tried:
+            return self._trial(recorded, new, k)
+        key = tuple(map(id, new))
+        seen = tried.get(key)
+        if seen is not None:
+            self.ssn.decisions.count("filtered", self.action)  # answered without a simulation
+            self.policy_rejected = seen.policy_rejected
+            if seen.reason is not _UNSET:
+                self.reason = seen.reason
+            if seen.budget is not _UNSET:
+                self.budget = seen.budget
+            return 0
+        reason, budget = self.reason, self.budget
+        self.reason = self.budget = _UNSET
+        step = self._trial(recorded, new, k)
+        if not step:
+            tried[key] = _Tried(tuple(new), self.reason, self.budget, self.policy_rejected)
+        if self.reason is _UNSET:
+            self.reason = reason
+        if self.budget is _UNSET:
+            self.budget = budget
+        return step
+
     def solve(self) -> Outcome:
         ssn, job = self.ssn, self.job
         self.tasks = tasks = tasks_to_allocate(ssn, job)
@@ -615,9 +696,10 @@ class Solver:
         self.mask = mask
         # KAI's feasible nodes: with every task needing GPUs, the nodes with idle or releasing GPUs now
         # (each trial adds its victims' nodes); otherwise every node (None).
-        nodes = ssn.nodes
-        gpus_free = nodes.idle[:, self.gpu_col] + nodes.releasing[:, self.gpu_col]
-        self.feasible = gpus_free > EPS if needs_gpu else None
+        # (Only the topology plugin's SubsetNodes hooks read it.)
+        if needs_gpu and ssn.hooks.subset_nodes:
+            nodes = ssn.nodes
+            self.feasible = nodes.idle[:, self.gpu_col] + nodes.releasing[:, self.gpu_col] > EPS
         self.needs = [float(ssn.vector(t)[self.gpu_col]) for t in tasks]
         first = self.needs[0]
         self.equal_upto = next((i for i, x in enumerate(self.needs) if abs(x - first) > EPS), len(self.needs))
@@ -645,6 +727,7 @@ class Solver:
                     self.picker = self.picker.restart(recorded)
             # Popped chunks not yet recorded, per node (rebuilt from this walk's pops only).
             potential = _Potential(mask)
+            tried: dict[tuple[int, ...], _Tried] = {}  # this walk's failed trials, by their chunks
             pot_chunks, pot_freed = potential.chunks, potential.freed
             # Equal whole-GPU requests (the common gang): a pop's GPU check reads the row's running sum.
             g = self.needs[0]
@@ -694,13 +777,13 @@ class Solver:
                         self.filtered += 1
                         continue
                     self._flush_filtered()
-                    step = self._trial(recorded, group, k)
+                    step = self._trial_once(tried, recorded, group, k)
                     if not step and keep_share and self.policy_rejected:
                         # Opt-in rule: with the victim's share kept, a chunk refused even alone can never
                         # be part of an acceptable scenario. Drop it, or it poisons every larger group on
                         # its nodes (a big gang popped before small jobs).
                         if len(group) > 1 and self._feasible_with([chunk], k):
-                            step = self._trial(recorded, [chunk], k)
+                            step = self._trial_once(tried, recorded, [chunk], k)
                             group = [chunk] if step else group
                         if not step and self.policy_rejected:
                             potential.keep(rows, lambda c, chunk=chunk: c is not chunk)  # type: ignore[misc]

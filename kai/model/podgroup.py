@@ -85,9 +85,13 @@ class SubGroupInfo:
         return self.counts().get(PodStatus.PENDING, 0)
 
     def pending(self) -> list[PodInfo]:
-        if not self.counts().get(PodStatus.PENDING, 0):
+        count = self.counts().get(PodStatus.PENDING, 0)
+        if not count:
             return []
-        return [p for p in self.pods if p.status is PodStatus.PENDING]
+        if count == len(self.pods):  # a gang that waits whole: every pod, in order
+            return list(self.pods)
+        pending = PodStatus.PENDING
+        return [p for p in self.pods if p.status is pending]
 
 
 @dataclass(slots=True)
@@ -106,6 +110,8 @@ class PodGroupInfo:
     last_start: float | None = None
     stale_since: float | None = None
     implicit: bool = False  # made for a pod that names no PodGroup
+    # The leaf sub-groups (see `leaves`): worked out on first use, or given by whoever makes the job with
+    # its sub-groups complete (the snapshot builder, `clone`); never changes after.
     _leaves: list[SubGroupInfo] | None = field(default=None, repr=False, compare=False)
     # Derived answers about the pods' statuses (why-pending outcome, staleness), each with the `version`
     # it was computed at; for the core's caches, never copied by `clone`.
@@ -215,4 +221,7 @@ class PodGroupInfo:
                 list(sub.children),
                 [p.clone() for p in sub.pods],
             )
+        if len(copy.subgroups) == 1:  # its leaves at once, as `leaves` would find them
+            (only,) = copy.subgroups.values()
+            copy._leaves = [] if only.children else [only]
         return copy

@@ -696,7 +696,8 @@ class SnapshotBuilder:
                 )
                 continue
             sub.pods.append(pod)
-        snapshot.podgroups = {k: groups[k] for k in sorted(groups)}  # sorting the keys alone is the fastest
+        ordered = sorted(groups)  # sorting the keys alone, and building the dict in C, is the fastest
+        snapshot.podgroups = dict(zip(ordered, map(groups.__getitem__, ordered), strict=True))
 
     def _implicit_group(
         self, obj: dict[str, Any], pod: PodInfo, key: str, queues: dict[str, QueueInfo]
@@ -712,6 +713,7 @@ class SnapshotBuilder:
         class_name = labels.get(keys.PRIORITY_CLASS_LABEL) or pod.priority_class_name
         priority = self._priority(class_name)
         name, uid = pod.name, pod.uid
+        sub = SubGroupInfo(DEFAULT_SUBGROUP, 1, "", None, [], [])
         return PodGroupInfo(
             pod.namespace,
             f"pg-{name}-{uid}" if uid != key else f"pg-{name}",
@@ -722,11 +724,12 @@ class SnapshotBuilder:
             class_name,
             self._preemptible(labels.get(keys.PREEMPTIBILITY_LABEL, ""), priority),
             1,
-            {DEFAULT_SUBGROUP: SubGroupInfo(DEFAULT_SUBGROUP, 1, "", None, [], [])},
+            {DEFAULT_SUBGROUP: sub},
             None,
             None,
             None,
             True,
+            [sub],  # its leaves, known here (the first cycle would otherwise work them out for every job)
         )
 
     def _podgroup_of(self, obj: dict[str, Any], queues: dict[str, QueueInfo]) -> PodGroupInfo | None:
@@ -803,6 +806,7 @@ class SnapshotBuilder:
         queue, priority, class_name, preemptible, min_member = shared
         namespace = str(meta.get("namespace") or "default")
         name = meta["name"]
+        sub = SubGroupInfo(DEFAULT_SUBGROUP, min_member, "", None, [], [])
         return PodGroupInfo(
             namespace,
             name,
@@ -813,10 +817,12 @@ class SnapshotBuilder:
             class_name,
             preemptible,
             min_member,
-            {DEFAULT_SUBGROUP: SubGroupInfo(DEFAULT_SUBGROUP, min_member, "", None, [], [])},
+            {DEFAULT_SUBGROUP: sub},
             None,
             last_start,
             stale_since,
+            False,
+            [sub],  # its leaves (see _implicit_group)
         )
 
     def _podgroup_stamps(self, obj: dict[str, Any], annotations: Any) -> tuple[float | None, float | None] | None:
@@ -888,6 +894,7 @@ class SnapshotBuilder:
             topology=topology,
             last_start=stamps[0],
             stale_since=stamps[1],
+            _leaves=[s for s in subgroups.values() if not s.children],  # complete by now (see _implicit_group)
         )
 
     @staticmethod

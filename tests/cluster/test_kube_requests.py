@@ -1,5 +1,5 @@
-"""Kube's raw JSON requests and watches (straight to the host's urllib3 pool) against a scripted
-loopback server.
+"""Kube's raw JSON requests and watches (kept-alive connections, responses parsed by httptools:
+kai.cluster.wire) against a scripted loopback server.
 
 The server answers each request with the bytes a test scripts (framing by Content-Length, chunked or
 up to the close; keep-alive or not), so each case checks what Kube makes of one way an HTTP/1.1 server
@@ -18,6 +18,7 @@ import pytest
 from kubernetes import client as k8s
 
 from kai.cluster.kube import ApiError, Kube, iter_lines
+from kai.cluster.wire import Stream
 
 Reply = Callable[[str, str, bytes], tuple[bytes, bool]]  # (method, target, body) -> (raw response, close after)
 
@@ -219,8 +220,11 @@ def test_a_watch_yields_each_line_once_whole_however_the_chunks_cut_it(serve):
     server = serve(lambda m, t, b: (chunked("200 OK", cuts), False))
     kube = server.kube()
     stream = kube.stream("/api/v1/pods", {"watch": "true"})
+    assert isinstance(stream, Stream)
     assert [json.loads(line) for line in iter_lines(stream)] == events
     stream.release_conn()
+    kube.get("/api/v1/pods")  # the watch read to its end: its connection is used again
+    assert server.connections == 1
     assert server.requests[0][1] == "/api/v1/pods?watch=true"
 
 
@@ -235,5 +239,103 @@ def test_a_watch_refused_by_the_server_is_api_error(serve):
 
 def test_a_proxy_in_the_configuration_keeps_the_pool_managers_path(serve):
     server = serve(echo)
-    assert server.kube()._pool is not None
-    assert server.kube(proxy="http://127.0.0.1:1")._pool is None
+    assert server.kube().wire is not None
+    assert server.kube(proxy="http://127.0.0.1:1").wire is None
+
+
+def test_a_connection_the_server_closed_while_idle_is_not_used_again(serve):
+    server = serve(echo)
+    kube = server.kube()
+    kube.post("/x", {"n": 1})
+    server.drop_idle()
+    # The dropped connection is seen as closed before it is written to (on loopback the server's FIN is
+    # in the client's socket when close returns): the write goes out once, on a new connection.
+    assert kube.post("/x", {"n": 2})["body"] == {"n": 2}
+    assert server.connections == 2
+    assert [r[3] for r in server.requests] == [b'{"n":1}', b'{"n":2}']
+
+
+def test_a_get_on_a_connection_reset_before_any_answer_is_sent_again_once_but_a_write_is_not(serve):
+    answered: list[str] = []
+
+    def reply(method: str, target: str, body: bytes) -> tuple[bytes, bool]:
+        if target.endswith("/drop") and len(answered) % 2 == 0:
+            answered.append("dropped")
+            return b"", True  # closes without a byte of response
+        answered.append("answered")
+        return sized("200 OK", b"{}"), False
+
+    server = serve(reply)
+    kube = server.kube()
+    kube.get("/ok")  # one kept-alive connection
+    answered.clear()
+    assert kube.get("/drop") == {}  # dropped on the kept connection, then answered on a new one
+    assert answered == ["dropped", "answered"]
+    answered.clear()
+    with pytest.raises(ApiError) as caught:  # a write on a connection closed before answering: not repeated
+        kube.post("/drop", {})
+    assert caught.value.status == 0
+    assert answered == ["dropped"]
+
+
+def test_a_response_cut_short_is_status_0_and_its_connection_is_not_used_again(serve):
+    replies = iter([(sized("200 OK", b'{"a": 1}')[:-3], True), (sized("200 OK", b'{"b": 2}'), False)])
+    server = serve(lambda m, t, b: next(replies))
+    kube = server.kube()
+    with pytest.raises(ApiError) as caught:
+        kube.get("/x")
+    assert caught.value.status == 0
+    assert kube.get("/x") == {"b": 2}
+    assert server.connections == 2
+
+
+def test_a_malformed_response_is_status_0(serve):
+    server = serve(lambda m, t, b: (b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n{}", False))
+    with pytest.raises(ApiError) as caught:
+        server.kube().get("/x")
+    assert caught.value.status == 0
+
+
+def test_a_gzip_body_is_inflated(serve):
+    import gzip
+
+    payload = gzip.compress(b'{"items": []}')
+    server = serve(lambda m, t, b: (sized("200 OK", payload, "Content-Encoding: gzip\r\n"), False))
+    assert server.kube().get("/x") == {"items": []}
+
+
+def test_a_header_value_with_a_line_break_is_not_sent(serve):
+    server = serve(echo)
+    kube = server.kube()
+    kube.api.default_headers["X-Evil"] = "a\r\nInjected: yes"
+    with pytest.raises(ApiError) as caught:
+        kube.get("/x")
+    assert caught.value.status == 0
+    assert server.requests == []
+
+
+def test_shutdown_ends_a_watch_that_waits_and_its_connection_is_not_used_again(serve):
+    first = b'{"type": "ADDED"}\n'
+    head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + f"{len(first):x}\r\n".encode() + first + b"\r\n"
+    server = serve(lambda m, t, b: (head, False) if "watch" in t else (sized("200 OK", b"{}"), False))
+    kube = server.kube()
+    stream = kube.stream("/api/v1/pods", {"watch": "true"})
+    lines = iter_lines(stream)
+    assert next(lines) == first.strip()
+    threading.Timer(0.2, stream.shutdown).start()
+    with pytest.raises(OSError):  # the read that waited for the next event ends
+        next(lines)
+    stream.close()
+    stream.release_conn()
+    kube.get("/x")
+    assert server.connections == 2
+
+
+def test_bytes_after_the_answer_are_no_part_of_it_and_its_connection_is_not_used_again(serve):
+    twice = sized("200 OK", b'{"a": 1}') + sized("200 OK", b'{"x": 0}')
+    replies = iter([(twice, False), (sized("200 OK", b"{}"), False)])
+    server = serve(lambda m, t, b: next(replies))
+    kube = server.kube()
+    assert kube.get("/x") == {"a": 1}
+    assert kube.get("/x") == {}
+    assert server.connections == 2

@@ -463,12 +463,16 @@ class ProportionPlugin:
         """The pods' queue vectors summed pod by pod in floats (as `np.zeros(3) + vector + ...` would)."""
         s0 = s1 = s2 = 0.0
         amounts = self._amounts
+        requests = gpu = found = None
         for pod in pods:
-            vec = self.queue_vector(pod)
-            found = amounts.get(id(vec))
-            if found is None or found[0] is not vec:
-                found = amounts[id(vec)] = (vec, *vec.tolist())
-            s0, s1, s2 = s0 + found[1], s1 + found[2], s2 + found[3]
+            # A pod written as the one before (the same request objects, no gpu-memory) counts the same.
+            if pod.requests is not requests or pod.gpu is not gpu or gpu.memory_mib > 0:  # type: ignore[union-attr]
+                requests, gpu = pod.requests, pod.gpu
+                vec = self.queue_vector(pod)
+                found = amounts.get(id(vec))
+                if found is None or found[0] is not vec:
+                    found = amounts[id(vec)] = (vec, *vec.tolist())
+            s0, s1, s2 = s0 + found[1], s1 + found[2], s2 + found[3]  # type: ignore[index]
         return np.array([s0, s1, s2])
 
     # -- capacity checks ----------------------------------------------------------------------

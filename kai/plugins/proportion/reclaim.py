@@ -173,7 +173,8 @@ class ReclaimRules:
         """Which queue gives up a victim first: the reverse of the allocation queue order, the queue judged
         with the victims already picked from its subtree removed (`removed`: their summed queue vectors,
         kept running by the victim picker; empty when none). Over its fair share in every resource first;
-        then not within its deserved quota; lower queue priority; using a resource its allocatable share
+        then not within its deserved quota (on its allocation as the session has it, the picked victims
+        not removed); lower queue priority; using a resource its allocatable share
         is 0 for; higher dominant resource share once its next victim (`next_sum`) is gone too, then
         without it; larger allocatable share; newest."""
         consts = self._shares.get(queue.name)
@@ -201,12 +202,14 @@ class ReclaimRules:
                 self._name_rank(queue.name),
             )
         attrs, sg, sc, sm, fg, fc, fm, dg, dc, dm, pg_, pc_, pm_, divide, priority, t0, t1, t2 = consts
-        ag, ac, am = attrs.allocated.tolist()
+        wg, wc, wm = ag, ac, am = attrs.allocated.tolist()
         if removed:
             pg, pc, pm = removed
             ag, ac, am = ag - pg, ac - pc, am - pm
-        # (not over its share, within its quota) as one number; queue priority, not using a zero share
-        head = (0 if ag > fg and ac > fc and am > fm else 2) + (1 if ag <= dg and ac <= dc and am <= dm else 0)
+        # (not over its share, within its quota) as one number; queue priority, not using a zero share. As
+        # KAI, whether the queue is within its quota is judged on its allocation as the session has it: the
+        # victims already picked from it count only in the dominant shares below.
+        head = (0 if ag > fg and ac > fc and am > fm else 2) + (1 if wg <= dg and wc <= dc and wm <= dm else 0)
         if divide:  # every share above 0: no zero share in use, every ratio a division
             drs = ag / sg
             x = ac / sc
