@@ -99,16 +99,17 @@ class VictimPool:
         self.held: dict[str, list[tuple[int, float]]] = {}  # by job key: (node row, GPUs) of its active pods
         self.orders = ssn.hooks.victim_queue_order
         self.chunks: dict[int, _First] = {}  # by id of the job: what it gives up first, nothing claimed yet
-        self.evictable_gpu = np.zeros(len(ssn.nodes))  # upper bound of GPUs candidates hold, per node
         self.dirty: set[str] = set()  # jobs whose pods changed since the last refresh
         self.kept: set[str] = set()  # jobs in the pool that no longer pass the rule (see `refresh`)
         keyed = [(self.sort_key(job, _NOTHING), job) for job in ssn.jobs.values() if candidate(ssn, job)]
         keyed.sort(key=lambda kj: kj[0])
+        evictable = [0.0] * len(ssn.nodes)  # summed as floats, in the order `_hold` adds them
         for key, job in keyed:
             self.jobs.setdefault(job.queue, []).append(job)
             self.keys.setdefault(job.queue, []).append(key)
             self.key_of[job.key] = key
-            self._hold(job)
+            self._hold(job, evictable)
+        self.evictable_gpu = np.array(evictable, dtype=float)  # upper bound of GPUs candidates hold, per node
         ssn.hooks.on_allocate.append(self._changed)
         ssn.hooks.on_deallocate.append(self._changed)
 
@@ -126,15 +127,20 @@ class VictimPool:
         )
         return (1 if extras else 0, key)
 
-    def _hold(self, job: PodGroupInfo) -> None:
+    def _hold(self, job: PodGroupInfo, evictable: Any = None) -> None:
+        """Note the (node row, GPUs) of the job's active pods and add them to the per-node bound
+        (`evictable`: the list the pool is being built in, else the pool's array)."""
         ssn, held = self.ssn, []
         index = ssn.nodes.index
+        if evictable is None:
+            evictable = self.evictable_gpu
         for pod in job.pods:
             if pod.status in ACTIVE:
                 row = index.get(pod.node)
                 if row is not None:
-                    gpus = task_gpus(ssn, pod)
-                    self.evictable_gpu[row] += gpus
+                    gpu = pod.gpu
+                    gpus = pod.requests.get(GPU) if not (gpu.is_shared or gpu.mig) else task_gpus(ssn, pod)
+                    evictable[row] += gpus
                     held.append((row, gpus))
         self.held[job.key] = held
 
@@ -196,7 +202,11 @@ class VictimPool:
             rows = [index.get(t.node, -1) for t in tasks]
             gpus = [task_gpus(self.ssn, t) for t in tasks]
             chunk = Chunk(job, tasks, rows, [t.gpu_groups for t in tasks], gpus)  # handed out as it is
-            found = self.chunks[id(job)] = (tasks, extra, rows, *vectors(self.orders, tasks), gpus, chunk)
+            per, sums = vectors(self.orders, tasks)
+            # One hook, one pod, three numbers: the picker adds the pod's vector to the running sums inline.
+            single = len(per) == 1 and len(per[0]) == 1 and len(per[0][0]) == 3
+            top = (job.queue, tasks, extra, job, False, per, sums)  # what the picker's _top returns for it
+            found = self.chunks[id(job)] = (tasks, extra, rows, per, sums, gpus, chunk, top, single)
         return found
 
     def picker(
@@ -215,12 +225,21 @@ class VictimPool:
 _Comeback = tuple[Descending, int, PodGroupInfo]
 # Per VictimQueueOrder hook: each pod's vector, and their sum.
 _Vectors = tuple[list[list[tuple[float, ...]]], list[tuple[float, ...]]]
-# What a job gives up first: (tasks, extra, node rows, per-hook pod vectors, per-hook sums, GPUs per task).
-_First = tuple[
-    list[PodInfo], bool, list[int], list[list[tuple[float, ...]]], list[tuple[float, ...]], list[float], Chunk
-]
 # What a queue's subtree gives up next: (leaf, tasks, extra, job, from the comeback heap, pod vectors, sums).
 _Found = tuple[str, list[PodInfo], bool, PodGroupInfo, bool, list[list[tuple[float, ...]]], list[tuple[float, ...]]]
+# What a job gives up first: (tasks, extra, node rows, per-hook pod vectors, per-hook sums, GPUs per task,
+# the chunk, the picker's _Found for it at its place in the leaf, whether it is one pod of one 3-number hook).
+_First = tuple[
+    list[PodInfo],
+    bool,
+    list[int],
+    list[list[tuple[float, ...]]],
+    list[tuple[float, ...]],
+    list[float],
+    Chunk,
+    _Found,
+    bool,
+]
 
 
 def vectors(orders: list[VictimQueueOrder], pods: list[PodInfo]) -> _Vectors:
@@ -261,7 +280,14 @@ class VictimPicker:
     Every queue of the tree holds what its subtree gives up next (`cand`) and, once compared with a
     sibling, its key; a pop changes only the popped leaf's path, which is brought up to date leaf first
     (the siblings' keys stay as they were). Keys read the session's queue allocations, which the solver
-    changes between pops, so every update waits for the next pop."""
+    changes between pops, so every update waits for the next pop.
+
+    With one victim queue order hook (the default configuration) the update after a pop is inlined, and
+    a leaf's next job is read straight from the pool's cache when nothing about it is special (not
+    recorded, not claimed, no comeback waiting); `shortcuts = False` takes the plain path instead (a
+    switch only so that tests can compare the two)."""
+
+    shortcuts = True
 
     def __init__(
         self,
@@ -305,10 +331,17 @@ class VictimPicker:
                 parent = name
         self.handed: set[int] = set()  # ids of the jobs handed out (kept only when max_jobs counts them)
         self.orders = pool.orders
-        self.key_fn = self.orders[0].key if len(self.orders) == 1 else None
+        self.key_fn = self.orders[0].key if len(self.orders) == 1 and self.shortcuts else None
         queues = [q for path in self.paths.values() for q in path]
         # Per queue subtree and order hook: the running sum of the picked pods' vectors.
         self.removed: dict[str, list[list[float]]] = {q: [[] for _ in self.orders] for q in queues}
+        self.removed_one = {q: sums[0] for q, sums in self.removed.items()} if len(self.orders) == 1 else {}
+        self.queue_info = {q: ssn.queues[q] for q in queues}
+        # Per leaf: each queue of its path with its parent (the root "" last), for the update after a pop.
+        self.up_pairs = {leaf: list(zip(self.paths[leaf], up, strict=True)) for leaf, up in self.ups.items()}
+        # One order hook: per parent queue, its children that still have something to give, with their
+        # keys (computed, as _choose computes them, only while two or more are left to compare).
+        self.kid_keys: dict[str, dict[str, Any]] = {}
         self.cand: dict[str, _Found | None] = {}  # per queue ("" the root): what its subtree gives next
         self.queue_keys: dict[str, tuple[Any, ...]] = {}  # per queue, while its `cand` and sums hold
         self.stale = True  # everything must be chosen again before the next pop
@@ -332,6 +365,8 @@ class VictimPicker:
         fresh.children, fresh.paths, fresh.ups = self.children, self.paths, self.ups  # never changed
         fresh.handed, fresh.orders, fresh.key_fn = set(), self.orders, self.key_fn
         fresh.removed = {q: [[] for _ in self.orders] for q in self.removed}
+        fresh.removed_one = {q: sums[0] for q, sums in fresh.removed.items()} if len(self.orders) == 1 else {}
+        fresh.queue_info, fresh.up_pairs, fresh.kid_keys = self.queue_info, self.up_pairs, {}
         fresh.cand, fresh.queue_keys = {}, {}
         fresh.stale, fresh.changed = True, None
         fresh.claimed, fresh.claimed_jobs, fresh.recorded_jobs = set(), set(), set()
@@ -343,13 +378,27 @@ class VictimPicker:
 
     def _rebuild(self) -> None:
         """Every queue's next victim, leaves first (children before their parents)."""
-        self.cand.clear()
+        cand = self.cand
+        cand.clear()
         self.queue_keys.clear()
         for leaf in self.paths:
-            self.cand[leaf] = self._top(leaf)
+            cand[leaf] = self._top(leaf)
+        key_fn = self.key_fn
         for name in reversed(self._post_order("")):
-            if name in self.children:
+            if name not in self.children:
+                continue
+            if key_fn is None:
                 self._choose(name)
+                continue
+            kids = self.kid_keys[name] = {child: None for child in self.children[name] if cand[child] is not None}
+            if len(kids) > 1:
+                for child in kids:
+                    found = cand[child]
+                    assert found is not None
+                    kids[child] = (key_fn(self.queue_info[child], self.removed_one[child], found[6][0]), child)
+                cand[name] = cand[min(kids.values())[1]]
+            else:
+                cand[name] = cand[next(iter(kids))] if kids else None
 
     def _post_order(self, name: str) -> list[str]:
         """The queue and its subtree, parents before children."""
@@ -360,7 +409,8 @@ class VictimPicker:
 
     def _choose(self, name: str) -> None:
         """The child whose subtree gives up the next victim: the smallest key among those with one (keys
-        are computed only when there is something to compare, first child first)."""
+        are computed only when there is something to compare, first child first). The plain path: with
+        one order hook the parent's heap answers instead (see `next_chunk`)."""
         cand, keys = self.cand, self.queue_keys
         best: str | None = None
         best_key: tuple[Any, ...] | None = None
@@ -373,13 +423,7 @@ class VictimPicker:
                 continue
             if best_key is None:
                 best_key = keys.get(best) or self._key(best)
-            key = keys.get(child)
-            if key is None:
-                key_fn = self.key_fn
-                if key_fn is not None:  # one order hook: its key, then the name (as Session.victim_queue_key)
-                    key = keys[child] = (key_fn(self.ssn.queues[child], self.removed[child][0], found[6][0]), child)
-                else:
-                    key = self._key(child)
+            key = keys.get(child) or self._key(child)
             if key < best_key:
                 best, best_key = child, key
         cand[name] = None if best is None else cand[best]
@@ -390,13 +434,21 @@ class VictimPicker:
         if key is None:
             found = self.cand[name]
             assert found is not None
-            queue = self.ssn.queues[name]
-            if self.key_fn is not None:
-                key = (self.key_fn(queue, self.removed[name][0], found[6][0]), name)
-            else:
-                key = self.ssn.victim_queue_key(queue, self.removed[name], found[6])
+            key = self.ssn.victim_queue_key(self.ssn.queues[name], self.removed[name], found[6])
             self.queue_keys[name] = key
         return key
+
+    def _allowed(self, job: PodGroupInfo) -> bool:
+        """Whether the job may be a victim of this preemptor at all (asked once per job, then kept)."""
+        ssn = self.ssn
+        allowed = job is not self.preemptor and self.jobs(job)
+        filters = ssn.hooks.victim_filters
+        if allowed and len(filters) == 1:
+            allowed = filters[0](self.action, self.preemptor, job)
+        elif allowed:
+            allowed = ssn.victim_allowed(self.action, self.preemptor, job)
+        self.allowed[id(job)] = allowed
+        return allowed
 
     def _top(self, leaf: str) -> _Found | None:
         """What the leaf queue's first job in victim order would give up next; jobs that may not be
@@ -415,14 +467,7 @@ class VictimPicker:
                 return None
             allowed = allowed_of.get(id(job))
             if allowed is None:
-                ssn = self.ssn
-                allowed = job is not self.preemptor and self.jobs(job)
-                filters = ssn.hooks.victim_filters
-                if allowed and len(filters) == 1:
-                    allowed = filters[0](self.action, self.preemptor, job)
-                elif allowed:
-                    allowed = ssn.victim_allowed(self.action, self.preemptor, job)
-                allowed_of[id(job)] = allowed
+                allowed = self._allowed(job)
             if allowed and not from_back and id(job) in self.recorded_jobs:
                 # A job with recorded victims, reached at its place in victim order: it comes back ranked
                 # as it is without them, for what else it can give up.
@@ -437,7 +482,9 @@ class VictimPicker:
                     per, sums = vectors(self.orders, tasks)
                 else:
                     first = chunks.get(id(job)) or pool.first_chunk(job)
-                    tasks, extra, _, per, sums, _, _ = first
+                    if first[0] and not from_back:
+                        return first[7]
+                    tasks, extra, _, per, sums, _, _, _, _ = first
                 if tasks:
                     return leaf, tasks, extra, job, from_back, per, sums
             if from_back:
@@ -446,49 +493,53 @@ class VictimPicker:
                 self.pos[leaf] = pos - 1
 
     def next_chunk(self) -> Chunk | None:
+        cand = self.cand
         if self.stale:
             self._rebuild()
             self.stale, self.changed = False, None
         elif self.changed is not None:
             # Only the last popped leaf's path changed: its next victim, then each ancestor's choice.
             leaf, self.changed = self.changed, None
-            cand, keys = self.cand, self.queue_keys
-            cand[leaf] = self._top(leaf)
+            keys = self.queue_keys
+            # _top, inlined for the common case: the leaf's next job in pool order, allowed, untouched.
+            pos = self.pos[leaf]
+            jobs, _, back = self.lists[leaf]
+            found: _Found | None = None
+            if pos and not back and self.shortcuts:
+                job = jobs[pos - 1]
+                job_id = id(job)
+                allowed = self.allowed.get(job_id)
+                if allowed is None:
+                    allowed = self._allowed(job)
+                if allowed and job_id not in self.claimed_jobs and job_id not in self.recorded_jobs:
+                    first = self.pool.chunks.get(job_id) or self.pool.first_chunk(job)
+                    if first[0]:
+                        found = first[7]
+            cand[leaf] = found if found is not None else self._top(leaf)
             keys.pop(leaf, None)
             key_fn = self.key_fn
             if key_fn is None:
                 for name in self.ups[leaf]:
                     self._choose(name)
             else:
-                # _choose up the path, inlined for the common case of one victim queue order hook.
-                queues, removed = self.ssn.queues, self.removed
-                for name in self.ups[leaf]:
-                    best: str | None = None
-                    best_key: tuple[Any, ...] | None = None
-                    best_found: _Found | None = None
-                    for child in self.children[name]:
-                        found = cand[child]
-                        if found is None:
-                            continue
-                        if best is None:
-                            best, best_found = child, found
-                            continue
-                        if best_key is None:
-                            best_key = keys.get(best)
-                            if best_key is None:
-                                assert best_found is not None
-                                best_key = keys[best] = (
-                                    key_fn(queues[best], removed[best][0], best_found[6][0]),
-                                    best,
-                                )
-                        key = keys.get(child)
-                        if key is None:
-                            key = keys[child] = (key_fn(queues[child], removed[child][0], found[6][0]), child)
-                        if key < best_key:
-                            best, best_key, best_found = child, key, found
-                    cand[name] = best_found
-                    keys.pop(name, None)
-        found = self.cand.get("")
+                # One order hook: each queue up the path gets its new key (or leaves its parent's children,
+                # with nothing left), and the parent the smallest key among its children (as _choose).
+                queues, removed, kid_keys = self.queue_info, self.removed_one, self.kid_keys
+                for child, name in self.up_pairs[leaf]:
+                    found = cand[child]
+                    kids = kid_keys[name]
+                    if found is None:
+                        del kids[child]
+                        if len(kids) > 1:
+                            cand[name] = cand[min(kids.values())[1]]
+                        else:
+                            cand[name] = cand[next(iter(kids))] if kids else None
+                    elif len(kids) > 1:
+                        kids[child] = (key_fn(queues[child], removed[child], found[6][0]), child)
+                        cand[name] = cand[min(kids.values())[1]]
+                    else:  # alone: nothing to compare
+                        cand[name] = found
+        found = cand.get("")
         if found is None:
             return None
         leaf, tasks, extra, job, from_back, per, _ = found
@@ -507,33 +558,39 @@ class VictimPicker:
             rows = [index.get(t.node, -1) for t in tasks]
             gpus = [task_gpus(self.ssn, t) for t in tasks]
             chunk = Chunk(job, list(tasks), rows, [t.gpu_groups for t in tasks], gpus)
+            single = len(per) == 1 and len(per[0]) == 1 and len(per[0][0]) == 3  # one hook, one pod, 3 numbers
         else:
             # The job's first chunk, as the pool cached it (its pods have not moved since: any change to
             # them drops the cache entry before the next picker is made).
-            chunk = self.pool.chunks[job_id][6]  # _top looked it up
+            first = self.pool.chunks[job_id]  # _top looked it up
+            chunk, single = first[6], first[8]
             claimed_jobs.add(job_id)
-        claimed = self.claimed
-        for t in tasks:
-            claimed.add(id(t))
-        removed, queue_keys = self.removed, self.queue_keys
-        path = self.paths[leaf]
-        single = len(per) == 1 and len(per[0]) == 1 and len(per[0][0]) == 3  # one hook, one pod, 3 numbers
-        for name in path:
-            if single:
-                sums = removed[name][0]
-                vec = per[0][0]
+        queue_keys = self.queue_keys
+        if single:
+            self.claimed.add(id(tasks[0]))
+            g, c, m = per[0][0]
+            for name in self.paths[leaf]:
+                sums = self.removed_one[name]
                 if sums:
-                    sums[0] += vec[0]
-                    sums[1] += vec[1]
-                    sums[2] += vec[2]
+                    sums[0] += g
+                    sums[1] += c
+                    sums[2] += m
                 else:
-                    sums.extend(vec)
-            else:
+                    sums.extend((g, c, m))
+            if self.key_fn is None:
+                for name in self.paths[leaf]:
+                    queue_keys.pop(name, None)
+        else:
+            claimed = self.claimed
+            for t in tasks:
+                claimed.add(id(t))
+            removed = self.removed
+            for name in self.paths[leaf]:
                 _add(removed[name], per)
-            queue_keys.pop(name, None)
+                queue_keys.pop(name, None)
         if extra:
             # An elastic extra went: the rest of the job comes back, ranked as it now is.
-            key = self.pool.sort_key(job, claimed)
+            key = self.pool.sort_key(job, self.claimed)
             heapq.heappush(self.back[leaf], (Descending(key), next(self.seq), job))
         self.changed = leaf
         return chunk

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kai.framework.session import Descending, Session, VictimQueueOrder
+from kai.framework.session import Session, VictimQueueOrder
 from kai.framework.status import SUCCESS, Status, unschedulable
 from kai.model import PodGroupInfo, PodInfo, PodStatus, QueueInfo
 from kai.plugins.proportion.fairshare import UNLIMITED
@@ -34,11 +34,16 @@ def _ratio(allocated: float, share: float) -> float:
 
 
 class ReclaimRules:
+    # Whether the victim queue key takes its short path when every share is above 0 (a switch only so
+    # that tests can compare it with the general formula).
+    divide_shortcut = True
+
     def __init__(self, plugin: ProportionPlugin, multiplier: float, ssn: Session) -> None:
         self.p = plugin
         self.multiplier = multiplier
         self.ssn = ssn
         self._shares: dict[str, tuple[Any, ...]] = {}  # per queue: what its victim order key needs
+        self._ranks: dict[str, int] | None = None  # queue name -> place by name, last first
         self._triples: dict[int, tuple[PodInfo, str, tuple[float, float, float]]] = {}
         params = ssn.config.params
         self.keep_share = params.reclaim_keeps_victim_share  # opt-in: the after-the-chunk checks
@@ -157,6 +162,13 @@ class ReclaimRules:
             r_side, v_side, self.p.attrs[r_side].allocated, request, self.p.attrs[v_side].allocated
         )
 
+    def _name_rank(self, name: str) -> int:
+        """The queue's place among the session's queues by name, last name first: compares as
+        Descending(name) does, but as a number (queues of equal share tie up to it often)."""
+        if self._ranks is None:
+            self._ranks = {q: i for i, q in enumerate(sorted(self.p.attrs, reverse=True))}
+        return self._ranks[name]
+
     def victim_queue_key(self, queue: QueueInfo, removed: list[float], next_sum: tuple[float, ...]) -> tuple[Any, ...]:
         """Which queue gives up a victim first: the reverse of the allocation queue order, the queue judged
         with the victims already picked from its subtree removed (`removed`: their summed queue vectors,
@@ -175,17 +187,21 @@ class ReclaimRules:
             deserved = attrs.deserved.tolist()
             consts = self._shares[queue.name] = (
                 attrs,
-                share,
+                *share,
                 # over its fair share above these (every resource)
-                tuple(f + EPS for f in fair),
+                *(f + EPS for f in fair),
                 # within its deserved quota up to these (unlimited: always within)
-                tuple(float("inf") if d == UNLIMITED else d + EPS for d in deserved),
+                *(float("inf") if d == UNLIMITED else d + EPS for d in deserved),
                 # dominant resource share: divide by the share, or multiply by 1000 where it is 0
-                tuple(s > EPS for s in share),
+                *(s > EPS for s in share),
+                # the common case: divide by all three (and none is 0)
+                self.divide_shortcut and all(s > EPS for s in share),
                 queue.priority * 2,
-                (tuple(-c for c in share), -queue.creation, Descending(queue.name)),
+                tuple(-c for c in share),
+                -queue.creation,
+                self._name_rank(queue.name),
             )
-        attrs, (sg, sc, sm), (fg, fc, fm), (dg, dc, dm), (pg_, pc_, pm_), priority, tail = consts
+        attrs, sg, sc, sm, fg, fc, fm, dg, dc, dm, pg_, pc_, pm_, divide, priority, t0, t1, t2 = consts
         wg, wc, wm = ag, ac, am = attrs.allocated.tolist()
         if removed:
             pg, pc, pm = removed
@@ -194,6 +210,25 @@ class ReclaimRules:
         # KAI, whether the queue is within its quota is judged on its allocation as the session has it: the
         # victims already picked from it count only in the dominant shares below.
         head = (0 if ag > fg and ac > fc and am > fm else 2) + (1 if wg <= dg and wc <= dc and wm <= dm else 0)
+        if divide:  # every share above 0: no zero share in use, every ratio a division
+            drs = ag / sg
+            x = ac / sc
+            if x > drs:
+                drs = x
+            x = am / sm
+            if x > drs:
+                drs = x
+            if not next_sum:
+                return (head, priority + 1, -drs, -drs, t0, t1, t2)
+            vg, vc, vm = next_sum
+            after = (ag - vg) / sg
+            x = (ac - vc) / sc
+            if x > after:
+                after = x
+            x = (am - vm) / sm
+            if x > after:
+                after = x
+            return (head, priority + 1, -after, -drs, t0, t1, t2)
         zero_share = sg <= 0 < ag or sc <= 0 < ac or sm <= 0 < am
         # max() of the three, spelt out (the first of equal values, as max)
         drs = ag / sg if pg_ else ag * 1000.0
@@ -214,7 +249,7 @@ class ReclaimRules:
             x = vm / sm if pm_ else vm * 1000.0
             if x > after:
                 after = x
-        return (head, priority + (0 if zero_share else 1), -after, -drs, *tail)
+        return (head, priority + (0 if zero_share else 1), -after, -drs, t0, t1, t2)
 
     # -- scenarios ----------------------------------------------------------------------------------
     def validate(self, action: str, scenario: Scenario) -> Status:
