@@ -135,7 +135,9 @@ def test_a_restarted_scheduler_sees_the_usage_prometheus_kept(prom_cluster: Prom
     submit("a", qa, 8, 8)
     submit("b", qb, 0, 8)
     with usage_scheduler(kube, name, url, prom_cluster.metrics_port) as second:
-        after = usage_of(second).queue_usage(time.time())  # the first read waits for the first fetch
+        # Its first fetch (the scheduler's own first cycle may have started it: then a read does not wait)
+        assert usage_of(second).wait_synced(), "the restarted scheduler fetched no usage"
+        after = usage_of(second).queue_usage(time.time())
         # The same history, read again: a little lower, as a's idle time since then counts in the window.
         assert after[qa][GPU] == pytest.approx(before[GPU], abs=0.2)
         assert after[qa][GPU] > 0.5
