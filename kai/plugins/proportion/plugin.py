@@ -465,7 +465,8 @@ class ProportionPlugin:
         amounts = self._amounts
         requests = gpu = found = None
         for pod in pods:
-            # A pod written as the one before (the same request objects, no gpu-memory) counts the same.
+            # A pod written as the one before (the same request objects, no gpu-memory) counts the same:
+            # the rule of queue_vector's identity cache (`_by_id`), kept here without the call per pod.
             if pod.requests is not requests or pod.gpu is not gpu or gpu.memory_mib > 0:  # type: ignore[union-attr]
                 requests, gpu = pod.requests, pod.gpu
                 vec = self.queue_vector(pod)
