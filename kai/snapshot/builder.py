@@ -4,9 +4,9 @@ Every problem is collected with the object and field it concerns; an object with
 problem is left out of the snapshot, so that the live scheduler can go on with the
 rest while the offline CLI refuses the whole snapshot.
 
-What pods and PodGroups written alike share (a pod's requests, labels, tolerations and node selector,
-a PodGroup's spec) is converted once per distinct content and shared by the converted objects, which
-is why nobody may change those parts of a PodInfo. A cache keeps only conversions without problems,
+What pods, PodGroups and nodes written alike share (a pod's requests, labels, tolerations and node
+selector, a PodGroup's spec, a node's allocatable) is converted once per distinct content and shared by
+the converted objects, which is why nobody may change those parts of a PodInfo or NodeInfo. A cache keeps only conversions without problems,
 keyed so that values merely equal to one another (1, 1.0, True) never meet: by type as well, or only
 for text, which equals nothing but text.
 """
@@ -69,6 +69,38 @@ NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # the API server sets it o
 DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 _NO_LABELS: tuple[dict[str, str], tuple[str, ...], None, str] = ({}, (), None, DEFAULT_SUBGROUP)
+POD_GROUP_ANNOTATION = keys.POD_GROUP_ANNOTATION
+# Enum members read once: a PodStatus.X lookup goes through the enum metaclass's attribute hook.
+_PENDING, _GATED, _RUNNING, _RELEASING, _SUCCEEDED, _FAILED = (
+    PodStatus.PENDING,
+    PodStatus.GATED,
+    PodStatus.RUNNING,
+    PodStatus.RELEASING,
+    PodStatus.SUCCEEDED,
+    PodStatus.FAILED,
+)
+# The model's slotted dataclasses, made the way their class call would make them but without its
+# generic path (type.__call__ -> slot_tp_init -> a prepended argument copy), which in CPython 3.11
+# costs about as much as the __init__ itself: object.__new__, then the dataclass __init__ as a plain
+# Python call. For the classes the builder makes tens of thousands of.
+# Parts of a pod's spec that most pods do not have; a spec without any is read on a shorter path.
+_RARE_SPEC_KEYS = frozenset(
+    {
+        "initContainers",
+        "overhead",
+        "schedulingGates",
+        "affinity",
+        "nodeSelector",
+        "tolerations",
+        "priorityClassName",
+        "volumes",
+    }
+)
+_new = object.__new__
+_init_node = NodeInfo.__init__
+_init_pod = PodInfo.__init__
+_init_podgroup = PodGroupInfo.__init__
+_init_subgroup = SubGroupInfo.__init__
 
 
 ACCEPTED_KINDS = {
@@ -91,6 +123,7 @@ GPU_SHARING_ANNOTATIONS = (
     keys.GPU_FRACTION_NUM_DEVICES_ANNOTATION,
     MPS_ANNOTATION,
 )
+_GPU_SHARING_KEYS = frozenset(GPU_SHARING_ANNOTATIONS)
 
 
 def _plain_content_key(spec: dict[str, Any]) -> tuple[Any, ...] | None:
@@ -230,6 +263,7 @@ class SnapshotBuilder:
         self._requests: dict[tuple[Any, ...], Resources] = {}  # pod request content -> its Resources
         self._plain_requests: dict[tuple[Any, ...], Resources] = {}  # the same, for text-only quantities
         self._gpu_requests: dict[int, tuple[Resources, GpuRequest]] = {}  # for pods without sharing annotations
+        self._allocatables: dict[tuple[Any, ...], Resources] = {}  # node allocatable content -> its Resources
         self._times: dict[Any, float] = {}  # timestamps parsed, by their text (a cluster repeats a few thousand)
         self._shared_tolerations: dict[tuple[Any, ...], tuple[Toleration, ...]] = {}  # by the fields read
         self._shared_selectors: dict[tuple[Any, ...], tuple[tuple[str, str], ...]] = {}  # nodeSelector content
@@ -336,15 +370,18 @@ class SnapshotBuilder:
         name = obj["metadata"]["name"]
         spec, status = obj.get("spec") or {}, obj.get("status") or {}
         labels = {str(k): str(v) for k, v in (obj["metadata"].get("labels") or {}).items()}
-        allocatable = self._resource_list("Node", obj, "status.allocatable", status.get("allocatable"))
+        allocatable = self._allocatable(obj, status.get("allocatable"))
         if allocatable is None:
             return None
-        if PODS not in allocatable.amounts:
-            allocatable.amounts[PODS] = 110.0
-        taints = tuple(
-            Taint(str(t.get("key", "")), str(t.get("value", "")), str(t.get("effect", "NoSchedule")))
-            for t in spec.get("taints") or []
-            if isinstance(t, dict)
+        raw_taints = spec.get("taints")
+        taints = (
+            tuple(
+                Taint(str(t.get("key", "")), str(t.get("value", "")), str(t.get("effect", "NoSchedule")))
+                for t in raw_taints
+                if isinstance(t, dict)
+            )
+            if raw_taints
+            else ()
         )
         ready = True
         for cond in status.get("conditions") or []:
@@ -363,16 +400,41 @@ class SnapshotBuilder:
                     f"must be a number of MiB, got {labels[keys.GPU_MEMORY_NODE_LABEL]!r}",
                 )
                 return None
-        return NodeInfo(
-            name=name,
-            allocatable=allocatable,
-            labels=labels,
-            taints=taints,
-            unschedulable=bool(spec.get("unschedulable")),
-            ready=ready,
-            gpu_memory_mib=gpu_memory,
-            gpu_product=labels.get(keys.GPU_PRODUCT_NODE_LABEL, ""),
+        node = _new(NodeInfo)
+        _init_node(
+            node,
+            name,
+            allocatable,
+            labels,
+            taints,
+            bool(spec.get("unschedulable")),
+            ready,
+            gpu_memory,
+            labels.get(keys.GPU_PRODUCT_NODE_LABEL, ""),
         )
+        return node
+
+    def _allocatable(self, obj: dict[str, Any], raw: Any) -> Resources | None:
+        """A node's status.allocatable (`pods` 110 when not given), parsed once per distinct content: nodes
+        of one pool share one (never changed) Resources. Only text quantities are kept (1 == 1.0 == True)."""
+        key = None
+        if type(raw) is dict:
+            key = tuple(raw.items())
+            try:
+                found = self._allocatables.get(key)
+            except TypeError:
+                key = found = None
+            if found is not None:
+                return found
+        before = len(self.problems)
+        allocatable = self._resource_list("Node", obj, "status.allocatable", raw)
+        if allocatable is None:
+            return None
+        if PODS not in allocatable.amounts:
+            allocatable.amounts[PODS] = 110.0
+        if key is not None and len(self.problems) == before and all(type(k) is str and type(v) is str for k, v in key):
+            self._allocatables[key] = allocatable
+        return allocatable
 
     def _resource_list(self, kind: str, obj: dict[str, Any], where: str, value: Any) -> Resources | None:
         if value is None:
@@ -648,19 +710,21 @@ class SnapshotBuilder:
 
         node_names = {n.name for n in snapshot.nodes}
         seen: set[str] = set()
+        seen_add = seen.add
         convert = self._pod if self.memo is None else lambda obj: self._converted(obj, self._pod)
         scheduler_name = self.scheduler_name
-        holding = (PodStatus.RUNNING, PodStatus.RELEASING)
+        holding = (_RUNNING, _RELEASING)
+        groups_get = groups.get
         for obj in self.by_kind["Pod"]:
             pod = convert(obj)
             if pod is None:
                 continue
-            key = f"{pod.namespace}/{pod.name}"
-            count = len(seen)
-            seen.add(key)
-            if len(seen) == count:
+            namespace = pod.namespace
+            key = f"{namespace}/{pod.name}"
+            if key in seen:
                 self._problem("Pod", obj, "metadata.name", "is defined twice")
                 continue
+            seen_add(key)
             if pod.node and pod.node not in node_names and pod.status in holding:
                 self.warnings.append(f"Pod {key}: spec.nodeName {pod.node!r} is not a node of the snapshot")
             spec = obj.get("spec")
@@ -670,10 +734,11 @@ class SnapshotBuilder:
                 # The session writes the GPU groups it finds for a foreign shared-GPU pod on the pod itself.
                 snapshot.foreign_pods.append(pod.clone() if self.memo is not None else pod)
                 continue
-            group_name = (obj["metadata"].get("annotations") or {}).get(keys.POD_GROUP_ANNOTATION)
+            annotations = obj["metadata"].get("annotations")
+            group_name = (annotations or {}).get(POD_GROUP_ANNOTATION)
             if group_name:
-                group_key = f"{pod.namespace}/{group_name}"
-                group = groups.get(group_key)
+                group_key = f"{namespace}/{group_name}"
+                group = groups_get(group_key)
                 if group is None:
                     self._problem(
                         "Pod",
@@ -713,8 +778,11 @@ class SnapshotBuilder:
         class_name = labels.get(keys.PRIORITY_CLASS_LABEL) or pod.priority_class_name
         priority = self._priority(class_name)
         name, uid = pod.name, pod.uid
-        sub = SubGroupInfo(DEFAULT_SUBGROUP, 1, "", None, [], [])
-        return PodGroupInfo(
+        sub = _new(SubGroupInfo)
+        _init_subgroup(sub, DEFAULT_SUBGROUP, 1, "", None, [], [])
+        group = _new(PodGroupInfo)
+        _init_podgroup(
+            group,
             pod.namespace,
             f"pg-{name}-{uid}" if uid != key else f"pg-{name}",
             uid,
@@ -731,6 +799,7 @@ class SnapshotBuilder:
             True,
             [sub],  # its leaves, known here (the first cycle would otherwise work them out for every job)
         )
+        return group
 
     def _podgroup_of(self, obj: dict[str, Any], queues: dict[str, QueueInfo]) -> PodGroupInfo | None:
         """`_podgroup`, or (with the memo) a fresh copy of what it gave for this very object when its queue
@@ -806,8 +875,11 @@ class SnapshotBuilder:
         queue, priority, class_name, preemptible, min_member = shared
         namespace = str(meta.get("namespace") or "default")
         name = meta["name"]
-        sub = SubGroupInfo(DEFAULT_SUBGROUP, min_member, "", None, [], [])
-        return PodGroupInfo(
+        sub = _new(SubGroupInfo)
+        _init_subgroup(sub, DEFAULT_SUBGROUP, min_member, "", None, [], [])
+        group = _new(PodGroupInfo)
+        _init_podgroup(
+            group,
             namespace,
             name,
             str(meta.get("uid") or f"{namespace}/{name}"),
@@ -824,6 +896,7 @@ class SnapshotBuilder:
             False,
             [sub],  # its leaves (see _implicit_group)
         )
+        return group
 
     def _podgroup_stamps(self, obj: dict[str, Any], annotations: Any) -> tuple[float | None, float | None] | None:
         """The last-start and stale timestamps of a PodGroup's annotations (truthy), None on a problem."""
@@ -956,15 +1029,26 @@ class SnapshotBuilder:
         return out
 
     def _pod(self, obj: dict[str, Any]) -> PodInfo | None:
-        """One pod, each field read once. The parts a job's pods share (requests, GPU request, tolerations,
-        node selector) are converted once per distinct content; the problems keep their order."""
+        """One pod, each field read once. The parts a job's pods share (requests, GPU request, labels,
+        tolerations, node selector) are converted once per distinct content; the problems keep their order.
+        A pod whose spec has none of the rarer parts (_RARE_SPEC_KEYS) skips reading them one by one."""
         meta = obj["metadata"]
         spec = obj.get("spec") or {}
         status = obj.get("status") or {}
         namespace = str(meta.get("namespace") or "default")
         raw_labels = meta.get("labels")
-        labels, groups, task_priority, subgroup = self._pod_labels(raw_labels) if raw_labels else _NO_LABELS
+        if raw_labels:
+            parts = None
+            if type(raw_labels) is dict:
+                try:
+                    parts = self._shared_labels.get(tuple(raw_labels.items()))
+                except TypeError:  # values that are not text: converted (and not kept) below
+                    parts = None
+            labels, groups, task_priority, subgroup = parts or self._pod_labels(raw_labels)
+        else:
+            labels, groups, task_priority, subgroup = _NO_LABELS
         annotations = meta.get("annotations") or {}
+        plain = _RARE_SPEC_KEYS.isdisjoint(spec)  # (a set's isdisjoint is the cheaper of the two)
         requests = None
         containers = spec.get("containers")
         if type(containers) is list and len(containers) == 1 and type(containers[0]) is dict:
@@ -980,12 +1064,12 @@ class SnapshotBuilder:
                     requests = self._plain_requests.get(((), ()))
             except (AttributeError, TypeError):  # not maps, or values that are not text: parsed below
                 requests = None
-            if requests is not None and (spec.get("initContainers") or spec.get("overhead") is not None):
+            if requests is not None and not plain and (spec.get("initContainers") or spec.get("overhead") is not None):
                 requests = None
         if requests is None:
             requests = self._pod_requests(obj, spec)
         gpu = None
-        if requests is not None and (not annotations or annotations.keys().isdisjoint(GPU_SHARING_ANNOTATIONS)):
+        if requests is not None and (not annotations or _GPU_SHARING_KEYS.isdisjoint(annotations)):
             found = self._gpu_requests.get(id(requests))  # the GPU request of pods with these requests
             if found is not None and found[0] is requests:
                 gpu = found[1]
@@ -1005,21 +1089,21 @@ class SnapshotBuilder:
         if phase == "Running" or phase == "Pending" or phase == "Unknown":
             deleting = meta.get("deletionTimestamp")
             if node_name:
-                pod_status = PodStatus.RELEASING if deleting else PodStatus.RUNNING
+                pod_status = _RELEASING if deleting else _RUNNING
             elif deleting:
-                pod_status = PodStatus.SUCCEEDED  # never bound and going away: it takes nothing and needs nothing
-            elif spec.get("schedulingGates"):
-                pod_status = PodStatus.GATED
+                pod_status = _SUCCEEDED  # never bound and going away: it takes nothing and needs nothing
+            elif not plain and spec.get("schedulingGates"):
+                pod_status = _GATED
             else:
-                pod_status = PodStatus.PENDING
+                pod_status = _PENDING
         elif phase == "Succeeded":
-            pod_status = PodStatus.SUCCEEDED
+            pod_status = _SUCCEEDED
         elif phase == "Failed":
-            pod_status = PodStatus.FAILED
+            pod_status = _FAILED
         else:
             self._problem("Pod", obj, "status.phase", f"is not a pod phase: {phase!r}")
             return None
-        if spec.get("affinity"):
+        if not plain and spec.get("affinity"):
             affinity = self._required_affinity(obj, spec)
             pod_affinity = self._pod_affinity(obj, spec, namespace)
         else:
@@ -1034,10 +1118,22 @@ class SnapshotBuilder:
             host_ports = self._host_ports(obj, spec)
         if affinity is None or pod_affinity is False or host_ports is None:
             return None
-        tolerations = spec.get("tolerations")
-        node_selector = spec.get("nodeSelector")
         name = meta["name"]
-        return PodInfo(
+        if plain:
+            node_selector: tuple[tuple[str, str], ...] = ()
+            tolerations: tuple[Toleration, ...] = ()
+            class_name = ""
+            claims: tuple[str, ...] = ()
+        else:
+            raw_selector = spec.get("nodeSelector")
+            node_selector = self._node_selector(raw_selector) if raw_selector else ()
+            raw_tolerations = spec.get("tolerations")
+            tolerations = self._tolerations(raw_tolerations) if raw_tolerations else ()
+            class_name = str(spec.get("priorityClassName") or "")
+            claims = self._claims(str(name), spec) if spec.get("volumes") else ()
+        pod = _new(PodInfo)
+        _init_pod(
+            pod,
             namespace,
             name,
             str(meta.get("uid") or f"{namespace}/{name}"),
@@ -1052,16 +1148,17 @@ class SnapshotBuilder:
             subgroup,
             labels,
             task_priority,
-            self._node_selector(node_selector) if node_selector else (),
+            node_selector,
             affinity,
-            self._tolerations(tolerations) if tolerations else (),
-            str(spec.get("priorityClassName") or ""),
+            tolerations,
+            class_name,
             obj,
             pod_affinity if isinstance(pod_affinity, InterPodAffinity) else None,
             host_ports,
-            self._claims(str(name), spec) if spec.get("volumes") else (),
+            claims,
             str(status.get("nominatedNodeName") or ""),
         )
+        return pod
 
     def _pod_labels(self, raw: Any) -> tuple[dict[str, str], tuple[str, ...], int | None, str]:
         """A pod's labels (truthy) as text, its GPU groups (runai-gpu-group, then runai-gpu-group/<id>
@@ -1216,7 +1313,7 @@ class SnapshotBuilder:
     ) -> GpuRequest | None:
         if requests is None:
             return None
-        plain = not annotations or annotations.keys().isdisjoint(GPU_SHARING_ANNOTATIONS)
+        plain = not annotations or _GPU_SHARING_KEYS.isdisjoint(annotations)
         if plain:
             found = self._gpu_requests.get(id(requests))
             if found is not None and found[0] is requests:
