@@ -6,9 +6,9 @@ rest while the offline CLI refuses the whole snapshot.
 
 What pods, PodGroups and nodes written alike share (a pod's requests, labels, tolerations and node
 selector, a PodGroup's spec, a node's allocatable) is converted once per distinct content and shared by
-the converted objects, which is why nobody may change those parts of a PodInfo or NodeInfo. A cache keeps only conversions without problems,
-keyed so that values merely equal to one another (1, 1.0, True) never meet: by type as well, or only
-for text, which equals nothing but text.
+the converted objects, which is why nobody may change those parts of a PodInfo or NodeInfo. A cache
+keeps only conversions without problems, keyed so that values merely equal to one another (1, 1.0,
+True) never meet: by type as well, or only for text, which equals nothing but text.
 """
 
 from __future__ import annotations
@@ -838,7 +838,8 @@ class SnapshotBuilder:
         meta, spec = obj["metadata"], obj.get("spec") or {}
         key = shared = None
         if type(spec) is dict:
-            key = (tuple(spec.items()), tuple(map(type, spec.values())))  # 1 == 1.0 == True: types too
+            # 1 == 1.0 == True: kept only for text, but for minMember, whose type is part of the key
+            key = (tuple(spec.items()), type(spec.get("minMember")))
             try:
                 shared = self._group_specs.get(key)
             except TypeError:  # subGroups, a topology constraint (lists, maps): checked in full below
@@ -846,7 +847,12 @@ class SnapshotBuilder:
         if shared is None:
             before = len(self.problems)
             group = self._podgroup_checked(obj, meta, spec, queues)
-            if key is not None and group is not None and len(self.problems) == before:
+            if (
+                key is not None
+                and group is not None
+                and len(self.problems) == before
+                and all(type(k) is str and (type(v) is str or k == "minMember") for k, v in key[0])
+            ):
                 self._group_specs[key] = (
                     group.queue,
                     group.priority,
