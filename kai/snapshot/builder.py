@@ -94,6 +94,7 @@ _RARE_SPEC_KEYS = frozenset(
         "tolerations",
         "priorityClassName",
         "volumes",
+        "resourceClaims",
     }
 )
 _new = object.__new__
@@ -270,6 +271,7 @@ class SnapshotBuilder:
         self._shared_labels: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # pod labels content -> _pod_labels
         self._group_specs: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # PodGroup spec content -> derived values
         self._leaf_queues: set[str] = set()  # queues _check_queue accepted
+        self._claimed: set[int] = set()  # ids of the Pod dicts with spec.resourceClaims (_pod finds them)
         self.by_kind: dict[str, list[dict[str, Any]]] = {
             k: [] for k in ("Node", "Queue", "PodGroup", "PriorityClass", "Pod", "Topology", *STORAGE_KINDS)
         }
@@ -711,7 +713,9 @@ class SnapshotBuilder:
         node_names = {n.name for n in snapshot.nodes}
         seen: set[str] = set()
         seen_add = seen.add
-        convert = self._pod if self.memo is None else lambda obj: self._converted(obj, self._pod)
+        memo = self.memo
+        claimed = self._claimed
+        convert = self._pod if memo is None else lambda obj: self._converted(obj, self._pod)
         scheduler_name = self.scheduler_name
         holding = (_RUNNING, _RELEASING)
         groups_get = groups.get
@@ -727,8 +731,11 @@ class SnapshotBuilder:
             seen_add(key)
             if pod.node and pod.node not in node_names and pod.status in holding:
                 self.warnings.append(f"Pod {key}: spec.nodeName {pod.node!r} is not a node of the snapshot")
-            spec = obj.get("spec")
-            if not isinstance(spec, dict) or spec.get("resourceClaims"):  # the pod's DRA claims, if any
+            if memo is not None:
+                spec = obj.get("spec")
+                if isinstance(spec, dict) and spec.get("resourceClaims"):  # the pod's DRA claims, if any
+                    self.dra.attach(obj, pod)
+            elif claimed and id(obj) in claimed:  # (as _pod found them)
                 self.dra.attach(obj, pod)
             if pod.scheduler_name != scheduler_name:
                 # The session writes the GPU groups it finds for a foreign shared-GPU pod on the pod itself.
@@ -1056,10 +1063,12 @@ class SnapshotBuilder:
         annotations = meta.get("annotations") or {}
         plain = _RARE_SPEC_KEYS.isdisjoint(spec)  # (a set's isdisjoint is the cheaper of the two)
         requests = None
+        container = None  # the only container of a one-container pod (a map)
         containers = spec.get("containers")
         if type(containers) is list and len(containers) == 1 and type(containers[0]) is dict:
             # the common pod (see _plain_content_key): its requests, as parsed for an earlier pod
-            res = containers[0].get("resources")
+            container = containers[0]
+            res = container.get("resources")
             try:
                 if res:
                     limits, asked = res.get("limits"), res.get("requests")
@@ -1111,11 +1120,16 @@ class SnapshotBuilder:
             return None
         if not plain and spec.get("affinity"):
             affinity = self._required_affinity(obj, spec)
-            pod_affinity = self._pod_affinity(obj, spec, namespace)
+            pod_affinity: InterPodAffinity | bool | None = self._pod_affinity(obj, spec, namespace)
+            if pod_affinity is True:  # no terms
+                pod_affinity = None
         else:
-            affinity, pod_affinity = (), True
+            affinity, pod_affinity = (), None
         host_ports: tuple[HostPort, ...] | None = ()
-        if type(containers) is list:
+        if container is not None:
+            if container.get("ports"):
+                host_ports = self._host_ports(obj, spec)
+        elif type(containers) is list:
             for container in containers:
                 if type(container) is not dict or container.get("ports"):
                     host_ports = self._host_ports(obj, spec)
@@ -1137,6 +1151,8 @@ class SnapshotBuilder:
             tolerations = self._tolerations(raw_tolerations) if raw_tolerations else ()
             class_name = str(spec.get("priorityClassName") or "")
             claims = self._claims(str(name), spec) if spec.get("volumes") else ()
+            if spec.get("resourceClaims"):
+                self._claimed.add(id(obj))  # for the pod loop, which attaches them
         pod = _new(PodInfo)
         _init_pod(
             pod,
@@ -1159,7 +1175,7 @@ class SnapshotBuilder:
             tolerations,
             class_name,
             obj,
-            pod_affinity if isinstance(pod_affinity, InterPodAffinity) else None,
+            pod_affinity,
             host_ports,
             claims,
             str(status.get("nominatedNodeName") or ""),
