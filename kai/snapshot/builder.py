@@ -279,13 +279,14 @@ class SnapshotBuilder:
     # -- intake -------------------------------------------------------------------------------
     def add(self, objects: Iterable[dict[str, Any]]) -> None:
         ignored: dict[str, int] = {}
-        targets: dict[tuple[Any, Any], list[dict[str, Any]] | None] = {}  # (kind, apiVersion) -> its list
+        # kind -> apiVersion -> its list (two lookups cost less than making, hashing and comparing a pair)
+        targets: dict[Any, dict[Any, list[dict[str, Any]] | None]] = {}
         for obj in objects:
-            pair = (obj.get("kind"), obj.get("apiVersion"))
+            kind = obj.get("kind")
             try:
-                target = targets[pair]
+                target = targets[kind][obj.get("apiVersion")]
             except (KeyError, TypeError):
-                target = self._kind_list(pair, targets)
+                target = self._kind_list((kind, obj.get("apiVersion")), targets)
             if target is None:
                 label = f"{str(obj.get('kind') or '') or '<no kind>'} ({obj.get('apiVersion', '')})"
                 ignored[label] = ignored.get(label, 0) + 1
@@ -299,14 +300,14 @@ class SnapshotBuilder:
             self.warnings.append(f"ignored {count} object(s) of kind {label}")
 
     def _kind_list(
-        self, pair: tuple[Any, Any], targets: dict[tuple[Any, Any], list[dict[str, Any]] | None]
+        self, pair: tuple[Any, Any], targets: dict[Any, dict[Any, list[dict[str, Any]] | None]]
     ) -> list[dict[str, Any]] | None:
         """The list objects of this (kind, apiVersion) go to, None for a kind the builder does not read;
         kept for text pairs (a text key is never equal to a number's)."""
         kind, version = str(pair[0] or ""), str(pair[1] or "")
         target = self.by_kind.setdefault(kind, []) if (_group(version), kind) in ACCEPTED_KINDS else None
         if type(pair[0]) is str and type(pair[1]) is str:
-            targets[pair] = target
+            targets.setdefault(pair[0], {})[pair[1]] = target
         return target
 
     def _problem(self, kind: str, obj: dict[str, Any], fld: str, message: str) -> None:
