@@ -262,7 +262,8 @@ class SnapshotBuilder:
         self.problems: list[Problem] = []
         self.warnings: list[str] = []
         self._requests: dict[tuple[Any, ...], Resources] = {}  # pod request content -> its Resources
-        self._plain_requests: dict[tuple[Any, ...], Resources] = {}  # the same, for text-only quantities
+        # the same for text-only quantities, with the GPU request of such pods without sharing annotations
+        self._plain_requests: dict[tuple[Any, ...], tuple[Resources, GpuRequest | None]] = {}
         self._gpu_requests: dict[int, tuple[Resources, GpuRequest]] = {}  # for pods without sharing annotations
         self._allocatables: dict[tuple[Any, ...], Resources] = {}  # node allocatable content -> its Resources
         self._times: dict[Any, float] = {}  # timestamps parsed, by their text (a cluster repeats a few thousand)
@@ -1063,7 +1064,8 @@ class SnapshotBuilder:
             labels, groups, task_priority, subgroup = _NO_LABELS
         annotations = meta.get("annotations") or {}
         plain = _RARE_SPEC_KEYS.isdisjoint(spec)  # (a set's isdisjoint is the cheaper of the two)
-        requests = None
+        requests = plain_gpu = None
+        shared = None  # (requests, GPU request or None) of the pods whose one container is written alike
         container = None  # the only container of a one-container pod (a map)
         containers = spec.get("containers")
         if type(containers) is list and len(containers) == 1 and type(containers[0]) is dict:
@@ -1073,22 +1075,27 @@ class SnapshotBuilder:
             try:
                 if res:
                     limits, asked = res.get("limits"), res.get("requests")
-                    requests = self._plain_requests.get(
-                        (tuple(limits.items()) if limits else (), tuple(asked.items()) if asked else ())
-                    )
+                    plain_key = (tuple(limits.items()) if limits else (), tuple(asked.items()) if asked else ())
                 else:
-                    requests = self._plain_requests.get(((), ()))
+                    plain_key = ((), ())
+                shared = self._plain_requests.get(plain_key)
             except (AttributeError, TypeError):  # not maps, or values that are not text: parsed below
-                requests = None
-            if requests is not None and not plain and (spec.get("initContainers") or spec.get("overhead") is not None):
-                requests = None
+                shared = None
+            if shared is not None and (plain or not (spec.get("initContainers") or spec.get("overhead") is not None)):
+                requests, plain_gpu = shared
+            else:
+                shared = None
         if requests is None:
             requests = self._pod_requests(obj, spec)
         gpu = None
         if requests is not None and (not annotations or _GPU_SHARING_KEYS.isdisjoint(annotations)):
-            found = self._gpu_requests.get(id(requests))  # the GPU request of pods with these requests
-            if found is not None and found[0] is requests:
-                gpu = found[1]
+            gpu = plain_gpu  # kept beside the shared requests once a second pod asked for it
+            if gpu is None:
+                found = self._gpu_requests.get(id(requests))  # the GPU request of pods with these requests
+                if found is not None and found[0] is requests:
+                    gpu = found[1]
+                    if shared is not None:
+                        self._plain_requests[plain_key] = (requests, gpu)
         if gpu is None:
             gpu = self._gpu_request(obj, annotations, requests)
         raw_time = meta.get("creationTimestamp")
@@ -1274,11 +1281,11 @@ class SnapshotBuilder:
         plain = _plain_content_key(spec)
         if plain is not None:
             try:
-                found = self._plain_requests.get(plain)
+                shared = self._plain_requests.get(plain)
             except TypeError:  # a value that is not a plain string or number: parsed (and named) below
-                plain = found = None
-            if found is not None:
-                return found
+                plain = shared = None
+            if shared is not None:
+                return shared[0]
         key = _content_key(spec)
         if key is not None:
             try:
@@ -1292,7 +1299,8 @@ class SnapshotBuilder:
         if key is not None and parsed is not None and len(self.problems) == before:
             self._requests[key] = parsed
             if plain is not None and all(type(k) is str and type(v) is str for part in plain for k, v in part):
-                self._plain_requests[plain] = parsed  # only text: a number equal to another (1 == 1.0) never hits
+                # only text: a number equal to another (1 == 1.0) never hits
+                self._plain_requests[plain] = (parsed, None)
         return parsed
 
     def _parse_pod_requests(self, obj: dict[str, Any], spec: dict[str, Any]) -> Resources | None:

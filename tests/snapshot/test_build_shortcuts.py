@@ -1,9 +1,10 @@
 """The snapshot builder's short paths (issue 12's build speed): each is checked by what it must not
 change. A pod spec without any of the rarer parts skips reading them, so a pod with just one of them
-must still have it read; nodes of one pool share one parsed allocatable, but a value that only equals
-another (1 == True) is still its own problem; a PodGroup spec is keyed by its items and minMember's
-type, so other values that only look alike are still read as written; objects are sorted by kind and
-apiVersion through a two-level map, so a known kind of an unknown API group is still ignored."""
+must still have it read; pods written alike share their GPU request unless they share a GPU; nodes of
+one pool share one parsed allocatable, but a value that only equals another (1 == True) is still its
+own problem; a PodGroup spec is keyed by its items and minMember's type, so other values that only
+look alike are still read as written; objects are sorted by kind and apiVersion through a two-level
+map, so a known kind of an unknown API group is still ignored."""
 
 from __future__ import annotations
 
@@ -113,6 +114,22 @@ def test_a_pod_with_only_resource_claims_has_them_attached(with_memo: bool) -> N
         converted = pods_by_name(build_snapshot(objects, NOW, memo=memo))
         assert [(c.name, c.claim) for c in converted["p"].resource_claims] == [("gpu", "ns/gpu-claim")]
         assert converted["plain"].resource_claims == ()
+
+
+def test_a_pod_written_as_others_but_sharing_a_gpu_gets_its_own_gpu_request() -> None:
+    """Pods whose one container is written alike share their requests and, without GPU-sharing
+    annotations, their GPU request; one with a gpu-fraction annotation has its own."""
+    alike = [pod(f"p{i}", queue="q", cpu="1") for i in range(3)]
+    shared = pod("shared", queue="q", cpu="1", annotations={"gpu-fraction": "0.5"})
+    after = pod("after", queue="q", cpu="1")
+    converted = pods_by_name(build_snapshot([node("n1"), queue("q"), *alike, shared, after], NOW))
+    assert [(converted[n].gpu.whole, converted[n].gpu.fraction) for n in ("p0", "p2", "shared", "after")] == [
+        (0, 0.0),
+        (0, 0.0),
+        (0, 0.5),
+        (0, 0.0),
+    ]
+    assert converted["shared"].requests is converted["p0"].requests
 
 
 def test_nodes_of_one_pool_share_their_allocatable_but_a_lookalike_value_is_its_own_problem() -> None:
