@@ -10,8 +10,9 @@ or that a changed pod leaves or joins — with the builder itself, from every ob
 Pod nor a PodGroup plus those groups and all their pods (in the cache's order), and keeps every other
 pod group of the last snapshot as it is (the session puts back every pod it changes, so a snapshot's
 pod groups come out of a cycle as they went in; the loop already reuses a whole snapshot when nothing
-changed). What the builder makes of the rest (nodes, queues, classes, storage) comes from that small
-build, converted objects being shared through the memo.
+changed). What the builder makes of the rest (queues, classes, storage) comes from that small build,
+converted objects being shared through the memo; the nodes too when a Node changed, and otherwise the
+last snapshot's node list is kept and the small build sees only the nodes its pods name.
 
 The patched snapshot equals a build from scratch of the same objects; where that is not certain, the
 snapshot is built from scratch instead: the first view, a view that is not the successor of the last
@@ -159,12 +160,23 @@ class IncrementalSnapshot:
         if wanted:
             order = view.pod_order or {k: i for i, k in enumerate(view.pods)}
             picked.extend(view.copies.get(k) or view.pods[k] for k in sorted(wanted, key=order.__getitem__))
+        # While no node changed since the last build, its nodes are kept: the small build sees only the
+        # nodes its pods name (the builder reads the others for nothing but the snapshot's node list).
+        fixed = view.fixed
+        nodes_kept = self._nodes_unchanged(before, view)
+        if nodes_kept:
+            nodes = view.nodes
+            names = {(p.get("spec") or {}).get("nodeName") for p in picked if p.get("kind") == PODS.kind}
+            fixed = [nodes[n] for n in sorted(n for n in names if n in nodes)]
+            fixed.extend(view.fixed[len(nodes) :])
         self.memo.partial = True
         try:
-            small = build_snapshot([*view.fixed, *picked], now, memo=self.memo, **options)
+            small = build_snapshot([*fixed, *picked], now, memo=self.memo, **options)
         finally:
             self.memo.partial = False
         part = small.snapshot
+        if nodes_kept:
+            part.nodes = last.nodes
         if small.problems or part.warnings or part.unsupported or part.foreign_pods:
             return self._none("problems, warnings or foreign pods in the changes")
         if part.queues != last.queues:  # e.g. KAI's default queues, added for a group in them
@@ -196,6 +208,13 @@ class IncrementalSnapshot:
         self.since_full += 1
         return BuildResult(snapshot, [])
 
+
+    def _nodes_unchanged(self, before: CacheView, view: CacheView) -> bool:
+        """No Node was put or removed from the start of the last view's reading to the end of this one's."""
+        at = self.kinds.index(NODES.kind)
+        return (
+            before.signature[0][at] == before.versions_after[at] == view.signature[0][at] == view.versions_after[at]
+        )
 
     def _none(self, why: str) -> None:
         self._scratch(why)
