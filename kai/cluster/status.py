@@ -214,13 +214,12 @@ class StatusUpdater:
         self.skipped = 0
         self._transition = 0
         self.usages = GroupUsages()
-        # Pod groups whose status and annotations needed no write last cycle, with what that was decided
-        # from: the same raw object, usage and outcome again need no write again (nothing is compared).
+        # Pod groups whose status and annotations needed no write when last worked out, with what that was
+        # decided from: the same raw object, an equal usage and equal inputs again need no write again.
         self._clean: dict[str, tuple[Any, ...]] = {}
-        self._clean_seen: dict[str, tuple[Any, ...]] = {}
-        # The dirty tracking (see `update`): the groups that needed nothing at all last cycle, each with
-        # its (snapshot group, PodGroup object, outcome); the last cycle's snapshot groups; where each pod
-        # of them lives (pod key -> group key); and the last queue roll-up with each group's share in it.
+        # The dirty tracking (see `update`): the groups that needed nothing at all when last seen, each
+        # with its (snapshot group, PodGroup object, outcome); the last cycle's snapshot groups; where each
+        # pod of them lives (pod key -> group key); and the last queue roll-up with each group's share in it.
         self._steady: dict[str, tuple[Any, Any, Any]] = {}
         self._last_groups: dict[str, Any] = {}
         self._group_of: dict[str, str] = {}
@@ -250,37 +249,41 @@ class StatusUpdater:
         special.update(decisions.last_start)
         special.update(decisions.stale_since)
         jobs = decisions.jobs
-        steady, self._steady = self._steady, {}
-        kept = self._steady
-        clean, clean_seen = self._clean, self._clean_seen
-        same: dict[tuple[int, int], bool] = {}  # outcome pairs compared (running outcomes are shared per queue)
+        steady = self._steady
+        # The last pair of outcomes compared: running outcomes are one object per queue in a cycle.
+        last_pair: tuple[Any, Any, bool] = (None, None, True)
         changed: list[str] = []  # groups that are other objects than last cycle's (or new)
         skipped = 0
         for key, pg in groups.items():
-            if last_groups.get(key) is not pg:
-                changed.append(key)
-            raw_pg = podgroups.get(key)
-            outcome = jobs.get(key)
             was = steady.get(key)
-            if was is not None and was[0] is pg and was[1] is raw_pg and key not in special:
-                before = was[2]
-                if before is outcome:
-                    equal = True
-                else:
-                    pair = (id(before), id(outcome))  # both alive for the whole loop: ids not reused
-                    equal = same.get(pair)  # type: ignore[assignment]
-                    if equal is None:
-                        equal = same[pair] = before == outcome
-                if equal:
-                    skipped += 1
-                    kept[key] = (pg, raw_pg, outcome)
-                    entry = clean.get(key)
-                    if entry is not None:
-                        clean_seen[key] = entry
-                    continue
+            raw_pg = podgroups.get(key)
+            if was is not None and was[0] is pg:  # steady last cycle: the same object as then
+                if was[1] is raw_pg and key not in special:
+                    outcome = jobs.get(key)
+                    before = was[2]
+                    if before is outcome:
+                        equal = True
+                    elif before is last_pair[0] and outcome is last_pair[1]:
+                        equal = last_pair[2]
+                    else:
+                        equal = before == outcome
+                        last_pair = (before, outcome, equal)
+                    if equal:
+                        skipped += 1
+                        steady[key] = (pg, raw_pg, outcome)
+                        continue
+            elif last_groups.get(key) is not pg:
+                changed.append(key)
+            outcome = jobs.get(key)
             if self._group(key, pg, raw_pg, outcome, decisions, pods, bound, evicted, now):
-                kept[key] = (pg, raw_pg, outcome)
+                steady[key] = (pg, raw_pg, outcome)
+            elif was is not None:
+                del steady[key]
         self.steady_skipped = skipped
+        for kept in (steady, self._clean):  # entries of groups that are gone
+            if len(kept) > len(groups):
+                for key in [k for k in kept if k not in groups]:
+                    del kept[key]
         self._index(groups, changed)
         self._refused_podgroups(snapshot, pods, podgroups, queues, now)
         rolled_up = self._roll_up(snapshot, decisions, bound, evicted, changed, touched)
@@ -300,7 +303,6 @@ class StatusUpdater:
                 desired["fairShare"] = queue_quantities(report.fair_share)
             self._write_status(f"Queue {name}", QUEUES.path(name=name, sub="status"), raw_queue, desired)
         self.usages.finish(groups)
-        self._clean, self._clean_seen = self._clean_seen, {}
         self._last_groups = groups
 
     def _touched(self, bound: set[str], evicted: set[str]) -> set[str]:
@@ -457,7 +459,6 @@ class StatusUpdater:
         )
         clean = self._clean.get(key)
         if clean is not None and clean[0] is raw and (clean[1] is use or clean[1] == use) and clean[2] == inputs:
-            self._clean_seen[key] = clean
             return True
         requested, allocated = use.requested, use.allocated
         running, pending, succeeded, failed = use.running, use.pending, use.succeeded, use.failed
@@ -497,8 +498,9 @@ class StatusUpdater:
             if have.get(keys.STALE_TIMESTAMP_ANNOTATION) != value:
                 annotations[keys.STALE_TIMESTAMP_ANNOTATION] = value
         if not written and not annotations:
-            self._clean_seen[key] = (raw, use, inputs)
+            self._clean[key] = (raw, use, inputs)
             return True
+        self._clean.pop(key, None)
         if annotations:
             meta = raw["metadata"]
             self._submit(
@@ -516,9 +518,10 @@ class StatusUpdater:
         """PodGroups the cycle left out because their queue does not exist, and that have pods of this
         scheduler (pods that are not another scheduler's): KAI's QueueDoesNotExist condition."""
         missing = {}
-        for key, raw in podgroups.items():
+        for key in podgroups.keys() - snapshot.podgroups.keys():
+            raw = podgroups[key]
             queue = str((raw.get("spec") or {}).get("queue") or "")
-            if key not in snapshot.podgroups and queue and queue not in queues:
+            if queue and queue not in queues:
                 missing[key] = raw
         if not missing:
             return
