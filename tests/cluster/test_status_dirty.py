@@ -1,8 +1,9 @@
 """The status updater works out only the dirty pod groups: a group that needed nothing last cycle is left
 alone while it is the same snapshot group, with the same PodGroup object, an equal outcome, no pod of it
 bound or evicted now and no annotation decided; the queue roll-up is reused while every changed group
-holds an equal share. Each test changes one of those inputs and checks that the status is still written
-(and that what did not change is not written again)."""
+holds an equal share; the capacity gauge is summed again only for other node objects. Each test changes
+one of those inputs and checks that the status (or gauge) still follows (and that what did not change is
+not written again)."""
 
 from __future__ import annotations
 
@@ -213,3 +214,33 @@ def test_a_new_child_queue_is_written_into_its_parents_status() -> None:
     live.c.put(queue("q2", parent="top"))
     written = live.cycle()
     assert written[QUEUE.replace("/q/", "/top/")]["childQueues"] == ["q", "q2"]
+
+
+def test_the_capacity_gauge_follows_a_node_that_changed() -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from kai.cluster.metrics import Metrics
+
+    c = Cluster()
+    c.scheduler.metrics = Metrics()
+    for name in ("n0", "n1"):
+        c.put(node(name, gpus=4))
+    c.put(queue("q"))
+
+    def gpus() -> float:
+        text = c.scheduler.metrics.render().decode()  # type: ignore[union-attr]
+        return next(
+            s.value
+            for f in text_string_to_metric_families(text)
+            if f.name == "kai_cluster_capacity"
+            for s in f.samples
+            if s.labels.get("resource") == "nvidia_com_gpu"
+        )
+
+    c.scheduler.run_once()
+    assert gpus() == 8
+    c.put(node("n1", gpus=8))  # the same node, more GPUs: patched, its NodeInfo a new object
+    c.scheduler.run_once()
+    assert gpus() == 12
+    c.scheduler.run_once()  # nothing changed: the same nodes
+    assert gpus() == 12
