@@ -16,8 +16,10 @@ What is written (KAI's status fields; where kai writes more: docs/differences.md
 
 "Only on change": the desired value is compared with what the cache shows *and* with the last
 value written (the watch event of our own write may not have arrived yet), so a steady cluster
-costs no writes at all. Writes run on a small pool (KAI uses 5 workers) and never block the cycle;
-a key whose write is still in flight is skipped until the next cycle.
+costs no writes at all; and only the dirty pod groups are worked out (see :meth:`StatusUpdater.update`),
+so a steady cluster costs little more than a look at each group. Writes run on a small pool (KAI uses
+5 workers) and never block the cycle; a key whose write is still in flight is skipped until the next
+cycle.
 """
 
 from __future__ import annotations
