@@ -327,7 +327,7 @@ class Scheduler:
             m.plugin.labels(name, "OnSessionOpen").set(seconds * 1000)
         m.pods_scheduled.inc(len(report.bound))
         if report.bound:
-            created = {p.key: p.creation for pg in snapshot.podgroups.values() for p in pg.pods}
+            created = self._created(snapshot, report.bound)
             for b in report.bound:
                 if created.get(b.pod):
                     m.task_scheduling.observe(max(0.0, report.now - created[b.pod]) * 1000)
@@ -352,6 +352,20 @@ class Scheduler:
         else:
             self._observe_queues(m, snapshot, queue_usage(snapshot, report.decisions, self.usages))
             self.usages.finish()
+
+    def _created(self, snapshot: ClusterSnapshot, bound: list[Binding]) -> dict[str, float]:
+        """The creation time of each bound pod, looked up in the groups the incremental snapshot's index
+        names for them (every pod of the snapshot when one of them is not found so)."""
+        wanted = {b.pod for b in bound}
+        home = self.incremental.home
+        created: dict[str, float] = {}
+        for group in {home.get(key) for key in wanted}:
+            pg = snapshot.podgroups.get(group) if group else None
+            if pg is not None:
+                created.update((p.key, p.creation) for p in pg.pods if p.key in wanted)
+        if len(created) < len(wanted):
+            return {p.key: p.creation for pg in snapshot.podgroups.values() for p in pg.pods}
+        return created
 
     def _capacity(self, snapshot: ClusterSnapshot) -> dict[str, float]:
         """The cluster's capacity, summed again only when the snapshot's nodes are other objects (the
