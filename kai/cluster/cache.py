@@ -119,6 +119,12 @@ def as_binding(pod: dict[str, Any], br: dict[str, Any]) -> dict[str, Any]:
     return copy
 
 
+def _bound_to(br: dict[str, Any]) -> tuple[Any, Any]:
+    """What :func:`as_binding` reads of a BindRequest."""
+    spec = br.get("spec") or {}
+    return spec.get("selectedNode"), spec.get("selectedGPUGroups") or []
+
+
 def gpu_group_labels(groups: Iterable[str]) -> dict[str, str]:
     """KAI's labels: `runai-gpu-group=<id>` for one device, `runai-gpu-group/<id>=<id>` for several."""
     groups = list(groups)
@@ -428,15 +434,17 @@ class _Derived:
                 continue
             self.binding[key] = str((br.get("spec") or {}).get("selectedNode"))
             kept = self.copies.get(key)
-            if kept is None or kept[0] is not pod or kept[1] is not br:
+            if kept is None or kept[0] is not pod or (kept[1] is not br and _bound_to(kept[1]) != _bound_to(br)):
                 kept = self.copies[key] = (pod, br, as_binding(pod, br))
                 self.copy_of[key] = kept[2]
+            elif kept[1] is not br:  # another request (the in-flight one stored) to the same place: same copy
+                self.copies[key] = (pod, br, kept[2])
         view.binding = dict(self.binding)
         view.copies = dict(self.copy_of)
-        view.changed_pods = {k for k in touched_pods if not k.startswith(RESERVED)}
         # The pods in the store's order, each Binding one as its copy. While the keys are the same (in the
         # same order), the last list is copied and only the changed pods' places are written again.
         keys = list(pods)
+        same: set[str] = set()
         if keys == self.pod_keys:
             listed = self.pod_list.copy()
             position = self.pod_order
@@ -444,7 +452,11 @@ class _Derived:
             for key in touched_pods:
                 at = position.get(key)
                 if at is not None:
-                    listed[at] = copy_of.get(key) or pods[key]
+                    handed = copy_of.get(key) or pods[key]
+                    if listed[at] is handed:  # the very object the last view handed over: not changed
+                        same.add(key)
+                    else:
+                        listed[at] = handed
         else:
             listed = list(pods.values())
             position = dict(zip(keys, range(len(keys)), strict=True))
@@ -453,6 +465,7 @@ class _Derived:
             self.pod_keys, self.pod_order = keys, position
         self.pod_list = listed
         view.pod_order = position
+        view.changed_pods = {k for k in touched_pods if k not in same and not k.startswith(RESERVED)}
         if self.reserved:
             listed = listed.copy()
             for at in sorted((position[k] for k in self.reserved if k in position), reverse=True):

@@ -3,15 +3,17 @@
 A cycle's snapshot is what ``kai.snapshot.builder.build_snapshot`` makes of the cache's view. Built
 from scratch it costs a pass over every object of the cluster (with the builder's
 :class:`~kai.snapshot.builder.ConversionMemo`, each object is converted once per change, but every pod
-is still attached to a fresh pod group each build). Most cycles of a busy cluster see a few pods
-change (bound, started, finished), a few PodGroups (their status) and a few Nodes (their heartbeats),
-so :class:`IncrementalSnapshot` builds only the *affected* pod groups — those whose PodGroup changed,
-or that a changed pod leaves or joins — with the builder itself, from every object that is neither a
-Pod nor a PodGroup plus those groups and all their pods (in the cache's order), and keeps every other
-pod group of the last snapshot as it is (the session puts back every pod it changes, so a snapshot's
-pod groups come out of a cycle as they went in; the loop already reuses a whole snapshot when nothing
-changed). What the builder makes of the rest (nodes, queues, classes, storage) comes from that small
-build, converted objects being shared through the memo.
+is still attached to a fresh pod group each build). Most cycles of a busy cluster see a few pods change
+(bound, started, finished), a few PodGroups (their status) and a few Nodes (their heartbeats), so
+:class:`IncrementalSnapshot` builds only the *affected* pod groups — those whose PodGroup changed
+(other than in its status, which the builder does not read), or that a changed pod leaves or joins —
+with the builder itself, from every object that is neither a Pod nor a PodGroup plus those groups and
+all their pods (in the cache's order), and keeps every other pod group of the last snapshot as it is
+(the session puts back every pod it changes, so a snapshot's pod groups come out of a cycle as they
+went in; the loop already reuses a whole snapshot when nothing changed). What the builder makes of the
+rest (queues, classes, storage) comes from that small build, converted objects being shared through the
+memo; the nodes too when a Node changed, and otherwise the last snapshot's node list is kept and the
+small build sees only the nodes its pods name.
 
 The patched snapshot equals a build from scratch of the same objects; where that is not certain, the
 snapshot is built from scratch instead: the first view, a view that is not the successor of the last
@@ -132,8 +134,11 @@ class IncrementalSnapshot:
         last = built.snapshot
         changed = view.changed_pods or set()
         home = self.home
-        affected = {k for k, pg in view.podgroups.items() if before.podgroups.get(k) is not pg}
-        affected.update(k for k in before.podgroups if k not in view.podgroups)
+        old_groups = before.podgroups
+        affected = {
+            k for k, pg in view.podgroups.items() if (old := old_groups.get(k)) is not pg and not _status_only(old, pg)
+        }
+        affected.update(k for k in old_groups if k not in view.podgroups)
         for key in changed:
             old = home.get(key)
             if old == FOREIGN:
@@ -159,12 +164,23 @@ class IncrementalSnapshot:
         if wanted:
             order = view.pod_order or {k: i for i, k in enumerate(view.pods)}
             picked.extend(view.copies.get(k) or view.pods[k] for k in sorted(wanted, key=order.__getitem__))
+        # While no node changed since the last build, its nodes are kept: the small build sees only the
+        # nodes its pods name (the builder reads the others for nothing but the snapshot's node list).
+        fixed = view.fixed
+        nodes_kept = self._nodes_unchanged(before, view)
+        if nodes_kept:
+            nodes = view.nodes
+            names = {(p.get("spec") or {}).get("nodeName") for p in picked if p.get("kind") == PODS.kind}
+            fixed = [nodes[n] for n in sorted(n for n in names if n in nodes)]
+            fixed.extend(view.fixed[len(nodes) :])
         self.memo.partial = True
         try:
-            small = build_snapshot([*view.fixed, *picked], now, memo=self.memo, **options)
+            small = build_snapshot([*fixed, *picked], now, memo=self.memo, **options)
         finally:
             self.memo.partial = False
         part = small.snapshot
+        if nodes_kept:
+            part.nodes = last.nodes
         if small.problems or part.warnings or part.unsupported or part.foreign_pods:
             return self._none("problems, warnings or foreign pods in the changes")
         if part.queues != last.queues:  # e.g. KAI's default queues, added for a group in them
@@ -197,9 +213,32 @@ class IncrementalSnapshot:
         return BuildResult(snapshot, [])
 
 
+    def _nodes_unchanged(self, before: CacheView, view: CacheView) -> bool:
+        """No Node was put or removed from the start of the last view's reading to the end of this one's."""
+        at = self.kinds.index(NODES.kind)
+        return (
+            before.signature[0][at] == before.versions_after[at] == view.signature[0][at] == view.versions_after[at]
+        )
+
     def _none(self, why: str) -> None:
         self._scratch(why)
         return None
+
+
+def _status_only(old: dict[str, Any] | None, new: dict[str, Any]) -> bool:
+    """Whether a PodGroup changed in its status alone (and resourceVersion): the builder reads neither, so
+    the group built from the old object stands (the status updater's own writes come back so)."""
+    if old is None:
+        return False
+    meta, was = new.get("metadata") or {}, old.get("metadata") or {}
+    return _same_but(old, new, ("status", "metadata")) and _same_but(was, meta, ("resourceVersion",))
+
+
+def _same_but(old: dict[str, Any], new: dict[str, Any], ignored: tuple[str, ...]) -> bool:
+    """The same keys, with equal values, but the `ignored` ones."""
+    if old.keys() - ignored != new.keys() - ignored:
+        return False
+    return all(old[k] == v for k, v in new.items() if k not in ignored)
 
 
 def _replace(snapshot: ClusterSnapshot, now: float) -> ClusterSnapshot:

@@ -32,6 +32,7 @@ import dataclasses
 import gc
 import json
 import logging
+import operator
 import threading
 import time
 from collections.abc import Callable
@@ -166,6 +167,7 @@ class Scheduler:
         self.runner = CycleRunner(config, self._cycle)
         self._steps: tuple[Callable[[str, Callable[[], None]], None], Any] = (lambda name, step: step(), None)
         self.usages = GroupUsages()  # pod group usage for the queue gauges, kept while a group is unchanged
+        self._capacity_of: tuple[list[Any], dict[str, float]] | None = None  # (the nodes, their capacity)
         self._last_build: tuple[CacheView, list[dict[str, Any]], BuildResult] | None = None
         self._unlabelled = partition.Unlabelled()  # the default partition's memo of objects without the label
         # Time-based fair share (usageDBConfig set): usage from Prometheus, or the scheduler's own record.
@@ -325,7 +327,7 @@ class Scheduler:
             m.plugin.labels(name, "OnSessionOpen").set(seconds * 1000)
         m.pods_scheduled.inc(len(report.bound))
         if report.bound:
-            created = {p.key: p.creation for pg in snapshot.podgroups.values() for p in pg.pods}
+            created = self._created(snapshot, report.bound)
             for b in report.bound:
                 if created.get(b.pod):
                     m.task_scheduling.observe(max(0.0, report.now - created[b.pod]) * 1000)
@@ -351,8 +353,31 @@ class Scheduler:
             self._observe_queues(m, snapshot, queue_usage(snapshot, report.decisions, self.usages))
             self.usages.finish()
 
-    @staticmethod
-    def _observe_queues(m: Metrics, snapshot: ClusterSnapshot, usages: dict[str, QueueUsage]) -> None:
+    def _created(self, snapshot: ClusterSnapshot, bound: list[Binding]) -> dict[str, float]:
+        """The creation time of each bound pod, looked up in the groups the incremental snapshot's index
+        names for them (every pod of the snapshot when one of them is not found so)."""
+        wanted = {b.pod for b in bound}
+        home = self.incremental.home
+        created: dict[str, float] = {}
+        for group in {home.get(key) for key in wanted}:
+            pg = snapshot.podgroups.get(group) if group else None
+            if pg is not None:
+                created.update((p.key, p.creation) for p in pg.pods if p.key in wanted)
+        if len(created) < len(wanted):
+            return {p.key: p.creation for pg in snapshot.podgroups.values() for p in pg.pods}
+        return created
+
+    def _capacity(self, snapshot: ClusterSnapshot) -> dict[str, float]:
+        """The cluster's capacity, summed again only when the snapshot's nodes are other objects (the
+        incremental snapshot keeps a node's NodeInfo while its Node object is the same)."""
+        nodes, kept = snapshot.nodes, self._capacity_of
+        if kept is not None and len(kept[0]) == len(nodes) and all(map(operator.is_, kept[0], nodes)):
+            return kept[1]
+        capacity = snapshot_capacity(snapshot)
+        self._capacity_of = (list(nodes), capacity)
+        return capacity
+
+    def _observe_queues(self, m: Metrics, snapshot: ClusterSnapshot, usages: dict[str, QueueUsage]) -> None:
         """KAI's queue-controller gauges: the spec's quotas and the rolled-up allocation (as Queue status)."""
 
         def cores(millicores: float) -> float:
@@ -367,7 +392,7 @@ class Scheduler:
             m.queue_allocated_gpus.labels(name).set(use.allocated.gpu)
             m.queue_allocated_cpu.labels(name).set(use.allocated.cpu / 1000)
             m.queue_allocated_memory.labels(name).set(use.allocated.memory)
-        capacity = snapshot_capacity(snapshot)
+        capacity = self._capacity(snapshot)
         m.cluster_capacity.labels("nvidia_com_gpu").set(capacity[GPU])
         m.cluster_capacity.labels("cpu").set(capacity[CPU] / 1000)
         m.cluster_capacity.labels("memory").set(capacity[MEMORY])

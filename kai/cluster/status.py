@@ -16,8 +16,10 @@ What is written (KAI's status fields; where kai writes more: docs/differences.md
 
 "Only on change": the desired value is compared with what the cache shows *and* with the last
 value written (the watch event of our own write may not have arrived yet), so a steady cluster
-costs no writes at all. Writes run on a small pool (KAI uses 5 workers) and never block the cycle;
-a key whose write is still in flight is skipped until the next cycle.
+costs no writes at all; and only the dirty pod groups are worked out (see :meth:`StatusUpdater.update`),
+so a steady cluster costs little more than a look at each group. Writes run on a small pool (KAI uses
+5 workers) and never block the cycle; a key whose write is still in flight is skipped until the next
+cycle.
 """
 
 from __future__ import annotations
@@ -147,9 +149,17 @@ class GroupUsages:
         self._seen[key] = entry
         return entry[2]
 
-    def finish(self) -> None:
-        """End of a cycle: keep only the groups it saw."""
-        self._kept, self._seen = self._seen, {}
+    def finish(self, groups: dict[str, Any] | None = None) -> None:
+        """End of a cycle: keep only the groups it saw; or, given the cycle's `groups`, also what was
+        kept of those it did not ask about (a caller that asks only about groups that changed)."""
+        if groups is None:
+            self._kept, self._seen = self._seen, {}
+            return
+        kept = self._kept
+        kept.update(self._seen)
+        self._seen = {}
+        if len(kept) > len(groups):
+            self._kept = {k: v for k, v in kept.items() if k in groups}
 
 
 @dataclass(slots=True)
@@ -206,10 +216,19 @@ class StatusUpdater:
         self.skipped = 0
         self._transition = 0
         self.usages = GroupUsages()
-        # Pod groups whose status and annotations needed no write last cycle, with what that was decided
-        # from: the same raw object, usage and outcome again need no write again (nothing is compared).
+        # Pod groups whose status and annotations needed no write when last worked out, with what that was
+        # decided from: the same raw object, an equal usage and equal inputs again need no write again.
         self._clean: dict[str, tuple[Any, ...]] = {}
-        self._clean_seen: dict[str, tuple[Any, ...]] = {}
+        # The dirty tracking (see `update`): the groups that needed nothing at all when last seen, each
+        # with its (snapshot group, PodGroup object, outcome); the last cycle's snapshot groups; where each
+        # pod of them lives (pod key -> group key); and the last queue roll-up with each group's share in it.
+        self._steady: dict[str, tuple[Any, Any, Any]] = {}
+        self._last_groups: dict[str, Any] = {}
+        self._group_of: dict[str, str] = {}
+        self._rolled_up: dict[str, QueueUsage] | None = None
+        self._tree: dict[str, tuple[str, tuple[str, ...]]] = {}
+        self._shares: dict[str, tuple[str, bool, GroupUsage]] = {}
+        self.steady_skipped = 0  # pod groups the last update left alone as steady (for tests and the bench)
         # The last update's (snapshot, decisions, queue_usage): the scheduler's queue gauges read the same.
         self.last_queue_usage: tuple[Any, Any, dict[str, QueueUsage]] | None = None
 
@@ -217,38 +236,59 @@ class StatusUpdater:
     def update(
         self, decisions: Decisions, snapshot: ClusterSnapshot, pods: dict, podgroups: dict, queues: dict
     ) -> None:
+        """Write what the cycle changed. Only the *dirty* pod groups are worked out: a group that needed
+        nothing last cycle (no write, no event, no pod condition) needs nothing again while it is the
+        very same snapshot group (the incremental snapshot keeps a group's object while neither its
+        PodGroup nor any of its pods changed), with the very same PodGroup object and an equal outcome,
+        no pod of it bound or evicted by this cycle and no annotation of it decided."""
         bound = {b.pod for b in decisions.bindings}
         evicted = {e.pod for e in decisions.evictions}
         now = format_time(snapshot.now)
-        for key, pg in snapshot.podgroups.items():
-            outcome = decisions.jobs.get(key)
+        groups = snapshot.podgroups
+        last_groups = self._last_groups
+        special = self._touched(bound, evicted)
+        touched = set(special)
+        special.update(decisions.last_start)
+        special.update(decisions.stale_since)
+        jobs = decisions.jobs
+        steady = self._steady
+        # The last pair of outcomes compared: running outcomes are one object per queue in a cycle.
+        last_pair: tuple[Any, Any, bool] = (None, None, True)
+        changed: list[str] = []  # groups that are other objects than last cycle's (or new)
+        skipped = 0
+        for key, pg in groups.items():
+            was = steady.get(key)
             raw_pg = podgroups.get(key)
-            message = outcome.message if outcome else ""
-            reason = outcome.reason if outcome else ""
-            causes = outcome.causes if outcome else []
-            if message and causes and reason not in ("NotReady", "Pipelined"):
-                message = cause_text(causes[0])
-            explain = bool(message) and reason not in ("NotReady", "Pipelined")
-            if explain:  # only then are the pending pods needed
-                pending_pods = [p for p in pg.pods if p.status is PodStatus.PENDING and p.key not in bound]
-                explain = bool(pending_pods)
-            if explain:
-                mark = raw_pg is None or (raw_pg.get("spec") or {}).get("markUnschedulable") is not False
-                for pod in pending_pods:
-                    raw = pods.get(pod.key)
-                    if raw is None:
+            if was is not None and was[0] is pg:  # steady last cycle: the same object as then
+                if was[1] is raw_pg and key not in special:
+                    outcome = jobs.get(key)
+                    before = was[2]
+                    if before is outcome:
+                        equal = True
+                    elif before is last_pair[0] and outcome is last_pair[1]:
+                        equal = last_pair[2]
+                    else:
+                        equal = before == outcome
+                        last_pair = (before, outcome, equal)
+                    if equal:
+                        skipped += 1
+                        steady[key] = (pg, raw_pg, outcome)
                         continue
-                    self.events.record(raw, "Warning", "Unschedulable", message)
-                    if mark:
-                        self._pod_condition(raw, message, now)
-            elif message and reason == "NotReady" and raw_pg is not None:
-                self.events.record(raw_pg, "Normal", "NotReady", message)
-            if raw_pg is not None:
-                text = message if explain else ""
-                reasons = condition_reasons(causes, reason, text)
-                self._podgroup(key, pg, raw_pg, decisions, bound, evicted, text, reasons, now)
+            elif last_groups.get(key) is not pg:
+                changed.append(key)
+            outcome = jobs.get(key)
+            if self._group(key, pg, raw_pg, outcome, decisions, pods, bound, evicted, now):
+                steady[key] = (pg, raw_pg, outcome)
+            elif was is not None:
+                del steady[key]
+        self.steady_skipped = skipped
+        for kept in (steady, self._clean):  # entries of groups that are gone
+            if len(kept) > len(groups):
+                for key in [k for k in kept if k not in groups]:
+                    del kept[key]
+        self._index(groups, changed)
         self._refused_podgroups(snapshot, pods, podgroups, queues, now)
-        rolled_up = queue_usage(snapshot, decisions, self.usages)
+        rolled_up = self._roll_up(snapshot, decisions, bound, evicted, changed, touched)
         self.last_queue_usage = (snapshot, decisions, rolled_up)  # the scheduler's queue gauges read it too
         for name, use in rolled_up.items():
             raw_queue = queues.get(name)
@@ -264,8 +304,105 @@ class StatusUpdater:
             if report is not None:
                 desired["fairShare"] = queue_quantities(report.fair_share)
             self._write_status(f"Queue {name}", QUEUES.path(name=name, sub="status"), raw_queue, desired)
-        self.usages.finish()
-        self._clean, self._clean_seen = self._clean_seen, {}
+        self.usages.finish(groups)
+        self._last_groups = groups
+
+    def _touched(self, bound: set[str], evicted: set[str]) -> set[str]:
+        """The groups (as last indexed) of the pods bound or evicted now."""
+        group_of = self._group_of
+        return {g for p in (bound | evicted if evicted else bound) if (g := group_of.get(p)) is not None}
+
+    def _index(self, groups: dict[str, Any], changed: list[str]) -> None:
+        """Where each pod lives, for the groups that are new objects. A pod that joins a group makes the
+        group a new object, so every pod of the snapshot is indexed right; entries of pods that are gone
+        are dropped when every group is new (a snapshot built from scratch)."""
+        if len(changed) == len(groups):
+            self._group_of = {p.key: key for key, pg in groups.items() for p in pg.pods}
+            return
+        group_of = self._group_of
+        for key in changed:
+            for p in groups[key].pods:
+                group_of[p.key] = key
+
+    def _roll_up(
+        self,
+        snapshot: ClusterSnapshot,
+        decisions: Decisions,
+        bound: set[str],
+        evicted: set[str],
+        changed: list[str],
+        touched: set[str],
+    ) -> dict[str, QueueUsage]:
+        """:func:`queue_usage`, or the last one again when it is certain to be the same: the same groups
+        and queue tree, and every group that changed (another object, or a pod of it bound or evicted
+        now) in the same queue with the same preemptibility and an equal usage."""
+        groups, last = snapshot.podgroups, self._rolled_up
+        tree = {name: (q.parent, tuple(q.children)) for name, q in snapshot.queues.items()}
+        if last is not None and len(groups) == len(self._last_groups) and tree == self._tree:
+            shares, last_groups = self._shares, self._last_groups
+            fresh: dict[str, tuple[str, bool, GroupUsage]] = {}
+            for key in (*changed, *touched):
+                pg = groups.get(key)
+                if pg is None or key not in last_groups:  # a group came (and so, as many as came, went)
+                    break
+                share = (pg.queue, pg.preemptible, self.usages(pg, bound, evicted))
+                if shares.get(key) != share:
+                    break
+                fresh[key] = share
+            else:
+                shares.update(fresh)
+                return last
+        shares = {}
+
+        def usage_of(pg: Any, bound: set[str], evicted: set[str]) -> GroupUsage:
+            use = self.usages(pg, bound, evicted)
+            shares[pg.key] = (pg.queue, pg.preemptible, use)
+            return use
+
+        rolled_up = queue_usage(snapshot, decisions, usage_of)
+        self._rolled_up, self._shares, self._tree = rolled_up, shares, tree
+        return rolled_up
+
+    def _group(
+        self,
+        key: str,
+        pg: Any,
+        raw_pg: dict[str, Any] | None,
+        outcome: Any,
+        decisions: Decisions,
+        pods: dict,
+        bound: set[str],
+        evicted: set[str],
+        now: str,
+    ) -> bool:
+        """One pod group's conditions, events, status and annotations; True when it needed none."""
+        message = outcome.message if outcome else ""
+        reason = outcome.reason if outcome else ""
+        causes = outcome.causes if outcome else []
+        if message and causes and reason not in ("NotReady", "Pipelined"):
+            message = cause_text(causes[0])
+        explain = bool(message) and reason not in ("NotReady", "Pipelined")
+        quiet = not explain
+        if explain:  # only then are the pending pods needed
+            pending_pods = [p for p in pg.pods if p.status is PodStatus.PENDING and p.key not in bound]
+            explain = bool(pending_pods)
+        if explain:
+            mark = raw_pg is None or (raw_pg.get("spec") or {}).get("markUnschedulable") is not False
+            for pod in pending_pods:
+                raw = pods.get(pod.key)
+                if raw is None:
+                    continue
+                self.events.record(raw, "Warning", "Unschedulable", message)
+                if mark:
+                    self._pod_condition(raw, message, now)
+        elif message and reason == "NotReady" and raw_pg is not None:
+            self.events.record(raw_pg, "Normal", "NotReady", message)
+            quiet = False
+        if raw_pg is not None:
+            text = message if explain else ""
+            reasons = condition_reasons(causes, reason, text)
+            quiet = self._podgroup(key, pg, raw_pg, decisions, bound, evicted, text, reasons, now) and quiet
+        return quiet
 
     # -- pods -----------------------------------------------------------------------------------
     def _pod_condition(self, raw: dict[str, Any], message: str, now: str) -> None:
@@ -309,7 +446,8 @@ class StatusUpdater:
         message: str,
         reasons: list[dict[str, Any]],
         now: str,
-    ) -> None:
+    ) -> bool:
+        """The PodGroup's status and annotations; True when neither needed a write."""
         use = self.usages(pg, bound, evicted)
         outcome = decisions.jobs.get(key)
         inputs = (
@@ -322,9 +460,8 @@ class StatusUpdater:
             decisions.stale_since.get(key, _ABSENT),
         )
         clean = self._clean.get(key)
-        if clean is not None and clean[0] is raw and clean[1] is use and clean[2] == inputs:
-            self._clean_seen[key] = clean
-            return
+        if clean is not None and clean[0] is raw and (clean[1] is use or clean[1] == use) and clean[2] == inputs:
+            return True
         requested, allocated = use.requested, use.allocated
         running, pending, succeeded, failed = use.running, use.pending, use.succeeded, use.failed
         desired: dict[str, Any] = {
@@ -363,7 +500,9 @@ class StatusUpdater:
             if have.get(keys.STALE_TIMESTAMP_ANNOTATION) != value:
                 annotations[keys.STALE_TIMESTAMP_ANNOTATION] = value
         if not written and not annotations:
-            self._clean_seen[key] = (raw, use, inputs)
+            self._clean[key] = (raw, use, inputs)
+            return True
+        self._clean.pop(key, None)
         if annotations:
             meta = raw["metadata"]
             self._submit(
@@ -373,6 +512,7 @@ class StatusUpdater:
                     PODGROUPS.path(meta["namespace"], meta["name"]), {"metadata": {"annotations": annotations}}
                 ),
             )
+        return False
 
     def _refused_podgroups(
         self, snapshot: ClusterSnapshot, pods: dict, podgroups: dict, queues: dict, now: str
@@ -380,9 +520,10 @@ class StatusUpdater:
         """PodGroups the cycle left out because their queue does not exist, and that have pods of this
         scheduler (pods that are not another scheduler's): KAI's QueueDoesNotExist condition."""
         missing = {}
-        for key, raw in podgroups.items():
+        for key in podgroups.keys() - snapshot.podgroups.keys():
+            raw = podgroups[key]
             queue = str((raw.get("spec") or {}).get("queue") or "")
-            if key not in snapshot.podgroups and queue and queue not in queues:
+            if queue and queue not in queues:
                 missing[key] = raw
         if not missing:
             return

@@ -211,3 +211,53 @@ def test_a_cycle_with_nothing_changed_after_one_that_decided_nothing_is_not_run_
     third = c.cycle_matches_a_build_from_scratch()
     assert runner.ran == ran + 1
     assert {b.pod for b in third.bound} == {"ns/big"}
+
+
+def test_a_binding_copy_is_kept_for_a_request_to_the_same_place_and_made_again_for_another() -> None:
+    c = Cluster()
+    for i in range(2):
+        c.put(node(f"n{i}", gpus=4))
+    c.put(queue("q"))
+    c.put(pod("p", queue="q", gpus=1))
+    c.put(pod("other", queue="q", gpus=1))
+    c.cycle_matches_a_build_from_scratch()
+    # The writer's request is in flight, then stored (the in-flight entry goes): the same place.
+    c.cache.in_flight["ns/p"] = bind_request("p", "n0", "uid-p")
+    c.cycle_matches_a_build_from_scratch()
+    copy = c.cache.view().copies["ns/p"]
+    c.put(bind_request("p", "n0", "uid-p"))
+    c.cache.in_flight.pop("ns/p")
+    c.cycle_matches_a_build_from_scratch()
+    view = c.cache.view()
+    assert view.copies["ns/p"] is copy and "ns/p" not in (view.changed_pods or ())
+    # A request of the same pod to another node (the first deleted): the copy follows it.
+    c.delete("BindRequest", "ns/p")
+    c.put(bind_request("p", "n1", "uid-p"))
+    c.cycle_matches_a_build_from_scratch()
+    assert c.cache.view().copies["ns/p"]["spec"]["nodeName"] == "n1"
+
+
+def test_a_podgroup_changed_in_its_status_alone_keeps_its_group_and_any_other_change_rebuilds_it() -> None:
+    c = Cluster()
+    c.put(node("n0", gpus=4))
+    c.put(queue("q"))
+    c.put(podgroup("g", "q", min_member=1))
+    c.put(pod("g-0", group="g", gpus=1, node="n0"))
+    c.cycle_matches_a_build_from_scratch()
+    group = c.scheduler.last_snapshot.podgroups["ns/g"]  # type: ignore[union-attr]
+    written = c.get("PodGroup", "ns/g")
+    written["status"] = {"phase": "Running", "running": 1}  # the status updater's write comes back
+    c.put(written)
+    c.cycle_matches_a_build_from_scratch()
+    assert c.scheduler.last_snapshot.podgroups["ns/g"] is group  # type: ignore[union-attr]
+    for change in ("annotation", "spec"):
+        obj = c.get("PodGroup", "ns/g")
+        if change == "annotation":
+            obj["metadata"].setdefault("annotations", {})["kai.scheduler/last-start-timestamp"] = "2025-12-31T00:00:00Z"
+        else:
+            obj["spec"]["minMember"] = 2
+        c.put(obj)
+        c.cycle_matches_a_build_from_scratch()
+        rebuilt = c.scheduler.last_snapshot.podgroups["ns/g"]  # type: ignore[union-attr]
+        assert rebuilt is not group
+        group = rebuilt
