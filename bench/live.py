@@ -47,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import urllib3
 from kubernetes import client as k8s
+from live_cycle import NS, gangs
 
 from kai.cluster.app import LiveOptions, LiveProcess
 from kai.cluster.kube import EVENTS, PODGROUPS, PODS, QUEUES, Kube
@@ -55,7 +56,6 @@ from kai.cluster.scheduler import CycleReport
 from kai.devcluster.controlplane import ControlPlane
 from kai.devcluster.nodes import GpuNodeSpec, create_gpu_nodes
 
-NS = "bench"
 CPU_PER_POD_TARGET_MS = 5.0  # issue 12: 14 ms measured before the incremental cache
 
 
@@ -139,38 +139,6 @@ def _count_requests(kube: Kube) -> dict[str, int]:
 
     kube.request = counted  # type: ignore[method-assign]
     return counts
-
-
-def _workload(pods: int, gang: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    groups, items = [], []
-    for g in range((pods + gang - 1) // gang):
-        size = min(gang, pods - g * gang)
-        name = f"g{g:05d}"
-        groups.append(
-            {
-                "apiVersion": "scheduling.run.ai/v2alpha2",
-                "kind": "PodGroup",
-                "metadata": {"name": name, "namespace": NS},
-                "spec": {"minMember": size, "queue": "bench"},
-            }
-        )
-        resources: dict[str, Any] = {"requests": {"cpu": "100m" if g % 2 == 0 else "1", "memory": "256Mi"}}
-        if g % 2 == 0:
-            resources["limits"] = {"nvidia.com/gpu": "1"}
-        for i in range(size):
-            items.append(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "metadata": {"name": f"{name}-{i}", "namespace": NS, "annotations": {"pod-group-name": name}},
-                    "spec": {
-                        "schedulerName": "kai-scheduler",
-                        "terminationGracePeriodSeconds": 0,
-                        "containers": [{"name": "main", "image": "busybox", "resources": resources}],
-                    },
-                }
-            )
-    return groups, items
 
 
 def _measure_client(cp: ControlPlane, kube: Kube, repeat: int = 3) -> dict[str, float]:
@@ -298,7 +266,7 @@ def run(
                 "spec": {"resources": {"gpu": unlimited, "cpu": unlimited, "memory": unlimited}},
             },
         )
-        groups, items = _workload(pods, gang)
+        groups, items = gangs(pods, gang)
         t0 = time.perf_counter()
         with ThreadPoolExecutor(16) as pool:
             list(pool.map(lambda g: kube.post(PODGROUPS.path(NS), g), groups))

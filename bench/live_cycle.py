@@ -63,6 +63,46 @@ class Recorder:
         return []
 
 
+def gangs(pods: int, gang: int, created: str | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """bench-live's jobs: ``pods`` pods in gangs of ``gang``, a PodGroup each, every other gang 1 GPU a pod.
+    With ``created``, the fields the API server would fill in (creation time, the Pending phase)."""
+    groups: list[dict[str, Any]] = []
+    items: list[dict[str, Any]] = []
+    for g in range((pods + gang - 1) // gang):
+        size = min(gang, pods - g * gang)
+        name = f"g{g:05d}"
+        group_meta: dict[str, Any] = {"name": name, "namespace": NS}
+        if created:
+            group_meta["creationTimestamp"] = created
+        groups.append(
+            {
+                "apiVersion": "scheduling.run.ai/v2alpha2",
+                "kind": "PodGroup",
+                "metadata": group_meta,
+                "spec": {"minMember": size, "queue": "bench"},
+            }
+        )
+        resources: dict[str, Any] = {"requests": {"cpu": "100m" if g % 2 == 0 else "1", "memory": "256Mi"}}
+        if g % 2 == 0:
+            resources["limits"] = {"nvidia.com/gpu": "1"}
+        for i in range(size):
+            pod: dict[str, Any] = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"{name}-{i}", "namespace": NS, "annotations": {"pod-group-name": name}},
+                "spec": {
+                    "schedulerName": "kai-scheduler",
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [{"name": "main", "image": "busybox", "resources": resources}],
+                },
+            }
+            if created:
+                pod["metadata"]["creationTimestamp"] = created
+                pod["status"] = {"phase": "Pending"}
+            items.append(pod)
+    return groups, items
+
+
 def workload(nodes: int, gpus: int, pods: int, gang: int) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for i in range(nodes):
@@ -87,38 +127,9 @@ def workload(nodes: int, gpus: int, pods: int, gang: int) -> list[dict[str, Any]
             "spec": {"resources": {"gpu": unlimited, "cpu": unlimited, "memory": unlimited}},
         }
     )
-    for g in range((pods + gang - 1) // gang):
-        size = min(gang, pods - g * gang)
-        name = f"g{g:05d}"
-        out.append(
-            {
-                "apiVersion": "scheduling.run.ai/v2alpha2",
-                "kind": "PodGroup",
-                "metadata": {"name": name, "namespace": NS, "creationTimestamp": NOW},
-                "spec": {"minMember": size, "queue": "bench"},
-            }
-        )
-        resources: dict[str, Any] = {"requests": {"cpu": "100m" if g % 2 == 0 else "1", "memory": "256Mi"}}
-        if g % 2 == 0:
-            resources["limits"] = {"nvidia.com/gpu": "1"}
-        for i in range(size):
-            out.append(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "metadata": {
-                        "name": f"{name}-{i}",
-                        "namespace": NS,
-                        "creationTimestamp": NOW,
-                        "annotations": {"pod-group-name": name},
-                    },
-                    "spec": {
-                        "schedulerName": "kai-scheduler",
-                        "containers": [{"name": "main", "image": "busybox", "resources": resources}],
-                    },
-                    "status": {"phase": "Pending"},
-                }
-            )
+    groups, items = gangs(pods, gang, created=NOW)
+    out += groups
+    out += items
     return out
 
 
