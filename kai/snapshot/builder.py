@@ -79,10 +79,6 @@ _PENDING, _GATED, _RUNNING, _RELEASING, _SUCCEEDED, _FAILED = (
     PodStatus.SUCCEEDED,
     PodStatus.FAILED,
 )
-# The model's slotted dataclasses, made the way their class call would make them but without its
-# generic path (type.__call__ -> slot_tp_init -> a prepended argument copy), which in CPython 3.11
-# costs about as much as the __init__ itself: object.__new__, then the dataclass __init__ as a plain
-# Python call. For the classes the builder makes tens of thousands of.
 # Parts of a pod's spec that most pods do not have; a spec without any is read on a shorter path.
 _RARE_SPEC_KEYS = frozenset(
     {
@@ -97,6 +93,10 @@ _RARE_SPEC_KEYS = frozenset(
         "resourceClaims",
     }
 )
+# The model's slotted dataclasses, made the way their class call would make them but without its
+# generic path (type.__call__ -> slot_tp_init -> a prepended argument copy), which in CPython 3.11
+# costs about as much as the __init__ itself: object.__new__, then the dataclass __init__ as a plain
+# Python call. For the classes the builder makes tens of thousands of.
 _new = object.__new__
 _init_node = NodeInfo.__init__
 _init_pod = PodInfo.__init__
