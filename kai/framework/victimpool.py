@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from kai.framework.session import Descending, Session, VictimQueueOrder
-from kai.model import ACTIVE, GPU, PodGroupInfo, PodInfo, PodStatus
+from kai.model import ACTIVE, GPU, PodGroupInfo, PodInfo, PodStatus, QueueInfo
 
 # The rule that makes a job a candidate victim at all (preemptible, with allocated pods, ...).
 Candidate = Callable[[Session, PodGroupInfo], bool]
@@ -333,20 +333,35 @@ class VictimPicker:
         self.orders = pool.orders
         self.key_fn = self.orders[0].key if len(self.orders) == 1 and self.shortcuts else None
         queues = [q for path in self.paths.values() for q in path]
+        self.queue_info = {q: ssn.queues[q] for q in queues}
+        # One order hook: per queue, its key as a function of (removed, next), asked for once.
+        self.keyers = self._keyers() if self.key_fn is not None else {}
         # Per queue subtree and order hook: the running sum of the picked pods' vectors.
         self.removed: dict[str, list[list[float]]] = {q: [[] for _ in self.orders] for q in queues}
         self.removed_one = {q: sums[0] for q, sums in self.removed.items()} if len(self.orders) == 1 else {}
-        self.queue_info = {q: ssn.queues[q] for q in queues}
         # Per leaf: each queue of its path with its parent (the root "" last), for the update after a pop.
         self.up_pairs = {leaf: list(zip(self.paths[leaf], up, strict=True)) for leaf, up in self.ups.items()}
-        # One order hook: per parent queue, its children that still have something to give, with their
-        # keys (computed, as _choose computes them, only while two or more are left to compare).
-        self.kid_keys: dict[str, dict[str, Any]] = {}
+        # One order hook: per parent queue, its children that still have something to give and their keys,
+        # in key order, the parent's choice first (keys computed, as _choose computes them, only while two
+        # or more are left to compare; a child alone has None).
+        self.kid_keys: dict[str, tuple[list[Any], list[str]]] = {}
         self.cand: dict[str, _Found | None] = {}  # per queue ("" the root): what its subtree gives next
         self.queue_keys: dict[str, tuple[Any, ...]] = {}  # per queue, while its `cand` and sums hold
         self.stale = True  # everything must be chosen again before the next pop
         self.changed: str | None = None  # or only the path of this leaf
         self.recorded_jobs: set[int] = set()  # ids of jobs with recorded victims, their place not yet reached
+
+    def _keyers(self) -> dict[str, Callable[[list[float], tuple[float, ...]], Any]]:
+        """Per queue, its key as a function of (removed, next). Two queues' keys never tie: the hook's
+        `for_queue` keys promise it, others are made (key, queue name), the order `_choose` compares."""
+        (order,) = self.orders
+        if order.for_queue is not None:
+            return {q: order.for_queue(info) for q, info in self.queue_info.items()}
+
+        def named(info: QueueInfo, key: Callable[[QueueInfo, list[float], tuple[float, ...]], Any]) -> Any:
+            return lambda removed, next_sum: (key(info, removed, next_sum), info.name)
+
+        return {q: named(info, order.key) for q, info in self.queue_info.items()}
 
     def restart(self, recorded: Iterable[Chunk]) -> VictimPicker:
         """A fresh walk of the pool for the same preemptor, from the first victim again (KAI builds the
@@ -367,6 +382,7 @@ class VictimPicker:
         fresh.removed = {q: [[] for _ in self.orders] for q in self.removed}
         fresh.removed_one = {q: sums[0] for q, sums in fresh.removed.items()} if len(self.orders) == 1 else {}
         fresh.queue_info, fresh.up_pairs, fresh.kid_keys = self.queue_info, self.up_pairs, {}
+        fresh.keyers = self.keyers
         fresh.cand, fresh.queue_keys = {}, {}
         fresh.stale, fresh.changed = True, None
         fresh.claimed, fresh.claimed_jobs, fresh.recorded_jobs = set(), set(), set()
@@ -383,22 +399,26 @@ class VictimPicker:
         self.queue_keys.clear()
         for leaf in self.paths:
             cand[leaf] = self._top(leaf)
-        key_fn = self.key_fn
+        key_fn, keyers = self.key_fn, self.keyers
         for name in reversed(self._post_order("")):
             if name not in self.children:
                 continue
             if key_fn is None:
                 self._choose(name)
                 continue
-            kids = self.kid_keys[name] = {child: None for child in self.children[name] if cand[child] is not None}
+            kids = [child for child in self.children[name] if cand[child] is not None]
             if len(kids) > 1:
+                ranked = []
                 for child in kids:
                     found = cand[child]
                     assert found is not None
-                    kids[child] = (key_fn(self.queue_info[child], self.removed_one[child], found[6][0]), child)
-                cand[name] = cand[min(kids.values())[1]]
+                    ranked.append((keyers[child](self.removed_one[child], found[6][0]), child))
+                ranked.sort()
+                kids = [child for _, child in ranked]
+                self.kid_keys[name] = ([key for key, _ in ranked], kids)
             else:
-                cand[name] = cand[next(iter(kids))] if kids else None
+                self.kid_keys[name] = ([None] * len(kids), kids)
+            cand[name] = cand[kids[0]] if kids else None
 
     def _post_order(self, name: str) -> list[str]:
         """The queue and its subtree, parents before children."""
@@ -516,27 +536,34 @@ class VictimPicker:
                     if first[0]:
                         found = first[7]
             cand[leaf] = found if found is not None else self._top(leaf)
-            keys.pop(leaf, None)
-            key_fn = self.key_fn
-            if key_fn is None:
+            if self.key_fn is None:
+                keys.pop(leaf, None)
                 for name in self.ups[leaf]:
                     self._choose(name)
             else:
                 # One order hook: each queue up the path gets its new key (or leaves its parent's children,
-                # with nothing left), and the parent the smallest key among its children (as _choose).
-                queues, removed, kid_keys = self.queue_info, self.removed_one, self.kid_keys
+                # with nothing left), and the parent the smallest key among its children (as _choose). The
+                # popped path's queue is its parent's first child (its choice) and the other children's keys
+                # stay: it keeps its place when its new key is still below the second's, else it is ranked
+                # again among the others.
+                keyers, removed, kid_keys = self.keyers, self.removed_one, self.kid_keys
                 for child, name in self.up_pairs[leaf]:
                     found = cand[child]
-                    kids = kid_keys[name]
+                    keys, kids = kid_keys[name]
                     if found is None:
-                        del kids[child]
-                        if len(kids) > 1:
-                            cand[name] = cand[min(kids.values())[1]]
-                        else:
-                            cand[name] = cand[next(iter(kids))] if kids else None
+                        del keys[0], kids[0]
+                        cand[name] = cand[kids[0]] if kids else None
                     elif len(kids) > 1:
-                        kids[child] = (key_fn(queues[child], removed[child], found[6][0]), child)
-                        cand[name] = cand[min(kids.values())[1]]
+                        key = keyers[child](removed[child], found[6][0])
+                        if key < keys[1]:
+                            keys[0] = key
+                            cand[name] = found
+                        else:
+                            del keys[0], kids[0]
+                            i = bisect.bisect(keys, key)
+                            keys.insert(i, key)
+                            kids.insert(i, child)
+                            cand[name] = cand[kids[0]]
                     else:  # alone: nothing to compare
                         cand[name] = found
         found = cand.get("")
