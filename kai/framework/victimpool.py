@@ -339,6 +339,8 @@ class VictimPicker:
         # Per queue subtree and order hook: the running sum of the picked pods' vectors.
         self.removed: dict[str, list[list[float]]] = {q: [[] for _ in self.orders] for q in queues}
         self.removed_one = {q: sums[0] for q, sums in self.removed.items()} if len(self.orders) == 1 else {}
+        self.path_sums = self._path_sums()
+        self.firsts = pool.chunks  # the pool's cache of first chunks (the same dict for the pool's life)
         # Per leaf: each queue of its path with its parent (the root "" last), for the update after a pop.
         self.up_pairs = {leaf: list(zip(self.paths[leaf], up, strict=True)) for leaf, up in self.ups.items()}
         # One order hook: per parent queue, its children that still have something to give and their keys,
@@ -363,6 +365,11 @@ class VictimPicker:
 
         return {q: named(info, order.key) for q, info in self.queue_info.items()}
 
+    def _path_sums(self) -> dict[str, list[list[float]]]:
+        """With one order hook: per leaf, the running sums of the queues of its path (leaf first)."""
+        removed_one = self.removed_one
+        return {leaf: [removed_one[q] for q in path] for leaf, path in self.paths.items()} if removed_one else {}
+
     def restart(self, recorded: Iterable[Chunk]) -> VictimPicker:
         """A fresh walk of the pool for the same preemptor, from the first victim again (KAI builds the
         victim queue anew for every partial job): a new cursor per leaf, nothing picked yet. The pods of
@@ -381,6 +388,8 @@ class VictimPicker:
         fresh.handed, fresh.orders, fresh.key_fn = set(), self.orders, self.key_fn
         fresh.removed = {q: [[] for _ in self.orders] for q in self.removed}
         fresh.removed_one = {q: sums[0] for q, sums in fresh.removed.items()} if len(self.orders) == 1 else {}
+        fresh.path_sums = fresh._path_sums()
+        fresh.firsts = self.firsts
         fresh.queue_info, fresh.up_pairs, fresh.kid_keys = self.queue_info, self.up_pairs, {}
         fresh.keyers = self.keyers
         fresh.cand, fresh.queue_keys = {}, {}
@@ -532,7 +541,7 @@ class VictimPicker:
                 if allowed is None:
                     allowed = self._allowed(job)
                 if allowed and job_id not in self.claimed_jobs and job_id not in self.recorded_jobs:
-                    first = self.pool.chunks.get(job_id) or self.pool.first_chunk(job)
+                    first = self.firsts.get(job_id) or self.pool.first_chunk(job)
                     if first[0]:
                         found = first[7]
             cand[leaf] = found if found is not None else self._top(leaf)
@@ -589,15 +598,14 @@ class VictimPicker:
         else:
             # The job's first chunk, as the pool cached it (its pods have not moved since: any change to
             # them drops the cache entry before the next picker is made).
-            first = self.pool.chunks[job_id]  # _top looked it up
+            first = self.firsts[job_id]  # _top looked it up
             chunk, single = first[6], first[8]
             claimed_jobs.add(job_id)
         queue_keys = self.queue_keys
         if single:
             self.claimed.add(id(tasks[0]))
             g, c, m = per[0][0]
-            for name in self.paths[leaf]:
-                sums = self.removed_one[name]
+            for sums in self.path_sums[leaf]:
                 if sums:
                     sums[0] += g
                     sums[1] += c

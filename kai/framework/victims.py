@@ -694,6 +694,7 @@ class Solver:
                 return Outcome(False, "no node passes the job's predicates")
             mask |= fits
         self.mask = mask
+        usable = mask.tolist()  # the same, as Python booleans (read at every pop)
         # KAI's feasible nodes: with every task needing GPUs, the nodes with idle or releasing GPUs now
         # (each trial adds its victims' nodes); otherwise every node (None).
         # (Only the topology plugin's SubsetNodes hooks read it.)
@@ -733,6 +734,7 @@ class Solver:
             g = self.needs[0]
             fast = g > EPS and k <= self.equal_upto
             next_chunk, spread = self.picker.next_chunk, potential.spread
+            walk_base: tuple[float, list[float], list[float]] | None = None  # _gpu_base's, as Python numbers
             while step == 0:
                 chunk = next_chunk()
                 if chunk is None:
@@ -753,29 +755,32 @@ class Solver:
                         pot_chunks[row] = [chunk]
                     else:
                         on_row.append(chunk)
-                    if row >= 0 and mask.item(row) and chunk.tasks[0].status in ACTIVE:
+                    if row >= 0 and usable[row] and chunk.tasks[0].status in ACTIVE:
                         pot_freed[row] = pot_freed.get(row, 0.0) + chunk.gpus[0]
                 else:
                     rows = rows if len(rows) == 1 else sorted(set(rows))
                     potential.add(chunk, rows)
                 for row in rows:
-                    # Only the chunks on this node (each evicted whole, wherever its pods are).
-                    group = pot_chunks[row]
                     if fast and row >= 0 and row not in spread:
-                        base = self._base
-                        if base is None:
-                            base = self._gpu_base(g)
+                        if walk_base is None:
+                            base = self._base
+                            if base is None:
+                                base = self._gpu_base(g)
+                            walk_base = (base[3], base[1].tolist(), base[2].tolist())
+                        total, free_at, fits_at = walk_base
                         more = pot_freed.get(row)
-                        if more is None:
-                            feasible = base[3] >= k - EPS
-                        else:
-                            total = base[3] + (math.floor((base[1].item(row) + more) / g + EPS) - base[2].item(row))
-                            feasible = total >= k - EPS
+                        if more is not None:
+                            total = total + (math.floor((free_at[row] + more) / g + EPS) - fits_at[row])
+                        if not total >= k - EPS:
+                            self.filtered += 1
+                            continue
+                        group = pot_chunks[row]
                     else:
-                        feasible = self._feasible_with(group, k)
-                    if not feasible:
-                        self.filtered += 1
-                        continue
+                        # Only the chunks on this node (each evicted whole, wherever its pods are).
+                        group = pot_chunks[row]
+                        if not self._feasible_with(group, k):
+                            self.filtered += 1
+                            continue
                     self._flush_filtered()
                     step = self._trial_once(tried, recorded, group, k)
                     if not step and keep_share and self.policy_rejected:
