@@ -4,8 +4,9 @@ With one victim queue order hook (the default configuration) the picker keeps, p
 keys of its children still giving, in key order, and computes only the changed child's key after a pop
 (through the hook's per-queue key function), and reads a leaf's next job from the pool's cache;
 proportion's victim queue key takes a short path when every share is above 0, and keeps each queue's
-allocation as floats until it changes. The plain path (the session's generic key, every child compared by _choose, every job looked
-up afresh, the general formula) must hand out the same victims in the same order, for every preemptor
+allocation as floats until it changes. The plain path (the session's generic key, every child compared
+by _choose, every job looked up afresh, the general formula, the allocation converted at every key) must
+hand out the same victims in the same order, for every preemptor
 and every partial job (the walk restarted), and so decide the same. The clusters are small versions of
 the eviction benchmarks: reclaim with victims scattered over the nodes (also with elastic victims, a
 deeper queue tree, gangs grown task by task), gangs pinned to nodes, and preempt within teams.
