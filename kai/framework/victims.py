@@ -734,7 +734,12 @@ class Solver:
             g = self.needs[0]
             fast = g > EPS and k <= self.equal_upto
             next_chunk, spread = self.picker.next_chunk, potential.spread
-            walk_base: tuple[float, list[float], list[float]] | None = None  # _gpu_base's, as Python numbers
+            if fast:  # _gpu_base's total, free GPUs and whole tasks per node, as Python numbers
+                base = self._base
+                if base is None:
+                    base = self._gpu_base(g)
+                fits_total, free_at, fits_at = base[3], base[1].tolist(), base[2].tolist()
+            need = k - EPS
             while step == 0:
                 chunk = next_chunk()
                 if chunk is None:
@@ -755,23 +760,29 @@ class Solver:
                         pot_chunks[row] = [chunk]
                     else:
                         on_row.append(chunk)
+                    more = None
                     if row >= 0 and usable[row] and chunk.tasks[0].status in ACTIVE:
-                        pot_freed[row] = pot_freed.get(row, 0.0) + chunk.gpus[0]
+                        more = pot_freed[row] = pot_freed.get(row, 0.0) + chunk.gpus[0]
+                    if fast and row >= 0 and row not in spread:
+                        # The GPU check of the loop below, at once (most pops end here).
+                        if more is None:
+                            more = pot_freed.get(row)
+                        total = fits_total
+                        if more is not None:
+                            total = total + (math.floor((free_at[row] + more) / g + EPS) - fits_at[row])
+                        if not total >= need:
+                            self.filtered += 1
+                            continue
                 else:
                     rows = rows if len(rows) == 1 else sorted(set(rows))
                     potential.add(chunk, rows)
                 for row in rows:
                     if fast and row >= 0 and row not in spread:
-                        if walk_base is None:
-                            base = self._base
-                            if base is None:
-                                base = self._gpu_base(g)
-                            walk_base = (base[3], base[1].tolist(), base[2].tolist())
-                        total, free_at, fits_at = walk_base
+                        total = fits_total
                         more = pot_freed.get(row)
                         if more is not None:
                             total = total + (math.floor((free_at[row] + more) / g + EPS) - fits_at[row])
-                        if not total >= k - EPS:
+                        if not total >= need:
                             self.filtered += 1
                             continue
                         group = pot_chunks[row]
