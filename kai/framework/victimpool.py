@@ -214,7 +214,7 @@ class VictimPool:
         action: str,
         preemptor: PodGroupInfo,
         queues: Callable[[str], bool],
-        jobs: Callable[[PodGroupInfo], bool],
+        jobs: Callable[[PodGroupInfo], bool] | None,
         max_jobs: int | None = None,
     ) -> VictimPicker:
         leaves = [q for q, js in self.jobs.items() if js and queues(q)]
@@ -295,7 +295,7 @@ class VictimPicker:
         action: str,
         preemptor: PodGroupInfo,
         leaves: list[str],
-        jobs: Callable[[PodGroupInfo], bool],
+        jobs: Callable[[PodGroupInfo], bool] | None,
         max_jobs: int | None,
     ) -> None:
         ssn = pool.ssn
@@ -470,7 +470,7 @@ class VictimPicker:
     def _allowed(self, job: PodGroupInfo) -> bool:
         """Whether the job may be a victim of this preemptor at all (asked once per job, then kept)."""
         ssn = self.ssn
-        allowed = job is not self.preemptor and self.jobs(job)
+        allowed = job is not self.preemptor and (self.jobs is None or self.jobs(job))
         filters = ssn.hooks.victim_filters
         if allowed and len(filters) == 1:
             allowed = filters[0](self.action, self.preemptor, job)

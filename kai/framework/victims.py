@@ -877,14 +877,16 @@ def run_evicting_action(
     candidate: Candidate,
     *,
     queues: Callable[[PodGroupInfo], Callable[[str], bool]],
-    jobs: Callable[[PodGroupInfo], Callable[[PodGroupInfo], bool]],
+    jobs: Callable[[PodGroupInfo], Callable[[PodGroupInfo], bool] | None],
     message: Callable[[PodInfo, PodGroupInfo], str],
     require_replaced: bool = False,
     max_victim_jobs: int | None = None,
     signature_scope: Callable[[PodGroupInfo], str] = lambda job: job.queue,
 ) -> None:
     """Pop pending jobs in fair order and try to make room for each by evicting victims: jobs that pass
-    the `candidate` rule, from the cycle's victim pool (shared by every action with the same rule)."""
+    the `candidate` rule, from the cycle's victim pool (shared by every action with the same rule), in
+    the queues `queues(preemptor)` lets through, and of those the jobs `jobs(preemptor)` does (None:
+    every job of those queues)."""
     if not preemptors:
         return
     pool = victim_pool(ssn, candidate, new_action=True)
