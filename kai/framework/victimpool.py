@@ -347,6 +347,7 @@ class VictimPicker:
         # in key order, the parent's choice first (keys computed, as _choose computes them, only while two
         # or more are left to compare; a child alone has None).
         self.kid_keys: dict[str, tuple[list[Any], list[str]]] = {}
+        self.steps: dict[str, list[tuple[Any, ...]]] = {}  # see _rebuild
         self.cand: dict[str, _Found | None] = {}  # per queue ("" the root): what its subtree gives next
         self.queue_keys: dict[str, tuple[Any, ...]] = {}  # per queue, while its `cand` and sums hold
         self.stale = True  # everything must be chosen again before the next pop
@@ -391,7 +392,7 @@ class VictimPicker:
         fresh.path_sums = fresh._path_sums()
         fresh.firsts = self.firsts
         fresh.queue_info, fresh.up_pairs, fresh.kid_keys = self.queue_info, self.up_pairs, {}
-        fresh.keyers = self.keyers
+        fresh.keyers, fresh.steps = self.keyers, {}
         fresh.cand, fresh.queue_keys = {}, {}
         fresh.stale, fresh.changed = True, None
         fresh.claimed, fresh.claimed_jobs, fresh.recorded_jobs = set(), set(), set()
@@ -428,6 +429,14 @@ class VictimPicker:
             else:
                 self.kid_keys[name] = ([None] * len(kids), kids)
             cand[name] = cand[kids[0]] if kids else None
+        if key_fn is not None:
+            # Per leaf, each step up its path: (child, parent, the child's key function and running sums,
+            # the parent's children's keys and names), read at every pop until the next rebuild.
+            kid_keys, removed = self.kid_keys, self.removed_one
+            self.steps = {
+                leaf: [(child, name, keyers[child], removed[child], *kid_keys[name]) for child, name in pairs]
+                for leaf, pairs in self.up_pairs.items()
+            }
 
     def _post_order(self, name: str) -> list[str]:
         """The queue and its subtree, parents before children."""
@@ -555,15 +564,13 @@ class VictimPicker:
                 # popped path's queue is its parent's first child (its choice) and the other children's keys
                 # stay: it keeps its place when its new key is still below the second's, else it is ranked
                 # again among the others.
-                keyers, removed, kid_keys = self.keyers, self.removed_one, self.kid_keys
-                for child, name in self.up_pairs[leaf]:
+                for child, name, keyer, sums, keys, kids in self.steps[leaf]:
                     found = cand[child]
-                    keys, kids = kid_keys[name]
                     if found is None:
                         del keys[0], kids[0]
                         cand[name] = cand[kids[0]] if kids else None
                     elif len(kids) > 1:
-                        key = keyers[child](removed[child], found[6][0])
+                        key = keyer(sums, found[6][0])
                         if key < keys[1]:
                             keys[0] = key
                             cand[name] = found
