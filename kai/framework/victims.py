@@ -739,7 +739,7 @@ class Solver:
                 if base is None:
                     base = self._gpu_base(g)
                 fits_total, free_at, fits_at = base[3], base[1].tolist(), base[2].tolist()
-            need = k - EPS
+            need, budget_on, floor = k - EPS, self.budget_on, math.floor
             while step == 0:
                 chunk = next_chunk()
                 if chunk is None:
@@ -747,11 +747,12 @@ class Solver:
                     self._flush_filtered()
                     self.stmt.discard()
                     return Outcome(False, self.reason, self.budget)
-                over = self._check_budget([*recorded, chunk], set()) if self.budget_on else ""
-                if over:
-                    self.budget = over  # this chunk can never be part of an acceptable scenario
-                    self.filtered += 1
-                    continue
+                if budget_on:
+                    over = self._check_budget([*recorded, chunk], set())
+                    if over:
+                        self.budget = over  # this chunk can never be part of an acceptable scenario
+                        self.filtered += 1
+                        continue
                 rows = chunk.rows
                 if len(rows) == 1 and len(chunk.tasks) == 1:  # the common pop: one pod on one node
                     row = rows[0]
@@ -769,7 +770,7 @@ class Solver:
                             more = pot_freed.get(row)
                         total = fits_total
                         if more is not None:
-                            total = total + (math.floor((free_at[row] + more) / g + EPS) - fits_at[row])
+                            total = total + (floor((free_at[row] + more) / g + EPS) - fits_at[row])
                         if not total >= need:
                             self.filtered += 1
                             continue
