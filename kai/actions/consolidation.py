@@ -40,7 +40,7 @@ def consolidation(ssn: Session) -> None:
         preemptors,
         running_preemptible,
         queues=lambda job: lambda name: True,
-        jobs=lambda job: lambda victim: True,
+        jobs=lambda job: None,  # every job of the queues
         message=_message,
         require_replaced=True,
         max_victim_jobs=None if limit == UNLIMITED_PREEMPTEES else limit,

@@ -55,6 +55,7 @@ def reclaim(ssn: Session) -> None:
         preemptors,
         running_preemptible,
         queues=lambda job: lambda name: name != job.queue,
-        jobs=lambda job: lambda victim: victim.queue != job.queue,
+        # Every job of the queues left (none is the preemptor's queue): no job rule to ask at every victim.
+        jobs=lambda job: None,
         message=_message(ssn),
     )

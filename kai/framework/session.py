@@ -286,10 +286,13 @@ class VictimQueueOrder:
     """Which queue gives up a victim first (kai.framework.victimpool). `vector(pod)` is what a pod counts
     as (a tuple of floats); `key(queue, removed, next)` ranks the queue (smaller first) given the running
     sum of those vectors over the pods already picked from its subtree for the current preemptor, and the
-    sum over the pods it would give up next."""
+    sum over the pods it would give up next. `for_queue(queue)`, when given, is `key` for that queue alone,
+    as a function of (removed, next): the picker asks for it once per queue and calls it at every pop. Its
+    keys of two queues must never tie (the picker then compares keys alone, not keys and queue names)."""
 
     vector: Callable[[PodInfo], tuple[float, ...]]
     key: Callable[[QueueInfo, list[float], tuple[float, ...]], Any]
+    for_queue: Callable[[QueueInfo], Callable[[list[float], tuple[float, ...]], Any]] | None = None
 
 
 @dataclass(slots=True)

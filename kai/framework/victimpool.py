@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from kai.framework.session import Descending, Session, VictimQueueOrder
-from kai.model import ACTIVE, GPU, PodGroupInfo, PodInfo, PodStatus
+from kai.model import ACTIVE, GPU, PodGroupInfo, PodInfo, PodStatus, QueueInfo
 
 # The rule that makes a job a candidate victim at all (preemptible, with allocated pods, ...).
 Candidate = Callable[[Session, PodGroupInfo], bool]
@@ -214,7 +214,7 @@ class VictimPool:
         action: str,
         preemptor: PodGroupInfo,
         queues: Callable[[str], bool],
-        jobs: Callable[[PodGroupInfo], bool],
+        jobs: Callable[[PodGroupInfo], bool] | None,
         max_jobs: int | None = None,
     ) -> VictimPicker:
         leaves = [q for q, js in self.jobs.items() if js and queues(q)]
@@ -295,7 +295,7 @@ class VictimPicker:
         action: str,
         preemptor: PodGroupInfo,
         leaves: list[str],
-        jobs: Callable[[PodGroupInfo], bool],
+        jobs: Callable[[PodGroupInfo], bool] | None,
         max_jobs: int | None,
     ) -> None:
         ssn = pool.ssn
@@ -333,20 +333,43 @@ class VictimPicker:
         self.orders = pool.orders
         self.key_fn = self.orders[0].key if len(self.orders) == 1 and self.shortcuts else None
         queues = [q for path in self.paths.values() for q in path]
+        self.queue_info = {q: ssn.queues[q] for q in queues}
+        # One order hook: per queue, its key as a function of (removed, next), asked for once.
+        self.keyers = self._keyers() if self.key_fn is not None else {}
         # Per queue subtree and order hook: the running sum of the picked pods' vectors.
         self.removed: dict[str, list[list[float]]] = {q: [[] for _ in self.orders] for q in queues}
         self.removed_one = {q: sums[0] for q, sums in self.removed.items()} if len(self.orders) == 1 else {}
-        self.queue_info = {q: ssn.queues[q] for q in queues}
+        self.path_sums = self._path_sums()
+        self.firsts = pool.chunks  # the pool's cache of first chunks (the same dict for the pool's life)
         # Per leaf: each queue of its path with its parent (the root "" last), for the update after a pop.
         self.up_pairs = {leaf: list(zip(self.paths[leaf], up, strict=True)) for leaf, up in self.ups.items()}
-        # One order hook: per parent queue, its children that still have something to give, with their
-        # keys (computed, as _choose computes them, only while two or more are left to compare).
-        self.kid_keys: dict[str, dict[str, Any]] = {}
+        # One order hook: per parent queue, its children that still have something to give and their keys,
+        # in key order, the parent's choice first (keys computed, as _choose computes them, only while two
+        # or more are left to compare; a child alone has None).
+        self.kid_keys: dict[str, tuple[list[Any], list[str]]] = {}
+        self.steps: dict[str, list[tuple[Any, ...]]] = {}  # see _rebuild
         self.cand: dict[str, _Found | None] = {}  # per queue ("" the root): what its subtree gives next
         self.queue_keys: dict[str, tuple[Any, ...]] = {}  # per queue, while its `cand` and sums hold
         self.stale = True  # everything must be chosen again before the next pop
         self.changed: str | None = None  # or only the path of this leaf
         self.recorded_jobs: set[int] = set()  # ids of jobs with recorded victims, their place not yet reached
+
+    def _keyers(self) -> dict[str, Callable[[list[float], tuple[float, ...]], Any]]:
+        """Per queue, its key as a function of (removed, next). Two queues' keys never tie: the hook's
+        `for_queue` keys promise it, others are made (key, queue name), the order `_choose` compares."""
+        (order,) = self.orders
+        if order.for_queue is not None:
+            return {q: order.for_queue(info) for q, info in self.queue_info.items()}
+
+        def named(info: QueueInfo, key: Callable[[QueueInfo, list[float], tuple[float, ...]], Any]) -> Any:
+            return lambda removed, next_sum: (key(info, removed, next_sum), info.name)
+
+        return {q: named(info, order.key) for q, info in self.queue_info.items()}
+
+    def _path_sums(self) -> dict[str, list[list[float]]]:
+        """With one order hook: per leaf, the running sums of the queues of its path (leaf first)."""
+        removed_one = self.removed_one
+        return {leaf: [removed_one[q] for q in path] for leaf, path in self.paths.items()} if removed_one else {}
 
     def restart(self, recorded: Iterable[Chunk]) -> VictimPicker:
         """A fresh walk of the pool for the same preemptor, from the first victim again (KAI builds the
@@ -366,7 +389,10 @@ class VictimPicker:
         fresh.handed, fresh.orders, fresh.key_fn = set(), self.orders, self.key_fn
         fresh.removed = {q: [[] for _ in self.orders] for q in self.removed}
         fresh.removed_one = {q: sums[0] for q, sums in fresh.removed.items()} if len(self.orders) == 1 else {}
+        fresh.path_sums = fresh._path_sums()
+        fresh.firsts = self.firsts
         fresh.queue_info, fresh.up_pairs, fresh.kid_keys = self.queue_info, self.up_pairs, {}
+        fresh.keyers, fresh.steps = self.keyers, {}
         fresh.cand, fresh.queue_keys = {}, {}
         fresh.stale, fresh.changed = True, None
         fresh.claimed, fresh.claimed_jobs, fresh.recorded_jobs = set(), set(), set()
@@ -383,22 +409,34 @@ class VictimPicker:
         self.queue_keys.clear()
         for leaf in self.paths:
             cand[leaf] = self._top(leaf)
-        key_fn = self.key_fn
+        key_fn, keyers = self.key_fn, self.keyers
         for name in reversed(self._post_order("")):
             if name not in self.children:
                 continue
             if key_fn is None:
                 self._choose(name)
                 continue
-            kids = self.kid_keys[name] = {child: None for child in self.children[name] if cand[child] is not None}
+            kids = [child for child in self.children[name] if cand[child] is not None]
             if len(kids) > 1:
+                ranked = []
                 for child in kids:
                     found = cand[child]
                     assert found is not None
-                    kids[child] = (key_fn(self.queue_info[child], self.removed_one[child], found[6][0]), child)
-                cand[name] = cand[min(kids.values())[1]]
+                    ranked.append((keyers[child](self.removed_one[child], found[6][0]), child))
+                ranked.sort()
+                kids = [child for _, child in ranked]
+                self.kid_keys[name] = ([key for key, _ in ranked], kids)
             else:
-                cand[name] = cand[next(iter(kids))] if kids else None
+                self.kid_keys[name] = ([None] * len(kids), kids)
+            cand[name] = cand[kids[0]] if kids else None
+        if key_fn is not None:
+            # Per leaf, each step up its path: (child, parent, the child's key function and running sums,
+            # the parent's children's keys and names), read at every pop until the next rebuild.
+            kid_keys, removed = self.kid_keys, self.removed_one
+            self.steps = {
+                leaf: [(child, name, keyers[child], removed[child], *kid_keys[name]) for child, name in pairs]
+                for leaf, pairs in self.up_pairs.items()
+            }
 
     def _post_order(self, name: str) -> list[str]:
         """The queue and its subtree, parents before children."""
@@ -441,7 +479,7 @@ class VictimPicker:
     def _allowed(self, job: PodGroupInfo) -> bool:
         """Whether the job may be a victim of this preemptor at all (asked once per job, then kept)."""
         ssn = self.ssn
-        allowed = job is not self.preemptor and self.jobs(job)
+        allowed = job is not self.preemptor and (self.jobs is None or self.jobs(job))
         filters = ssn.hooks.victim_filters
         if allowed and len(filters) == 1:
             allowed = filters[0](self.action, self.preemptor, job)
@@ -512,31 +550,36 @@ class VictimPicker:
                 if allowed is None:
                     allowed = self._allowed(job)
                 if allowed and job_id not in self.claimed_jobs and job_id not in self.recorded_jobs:
-                    first = self.pool.chunks.get(job_id) or self.pool.first_chunk(job)
+                    first = self.firsts.get(job_id) or self.pool.first_chunk(job)
                     if first[0]:
                         found = first[7]
             cand[leaf] = found if found is not None else self._top(leaf)
-            keys.pop(leaf, None)
-            key_fn = self.key_fn
-            if key_fn is None:
+            if self.key_fn is None:
+                keys.pop(leaf, None)
                 for name in self.ups[leaf]:
                     self._choose(name)
             else:
                 # One order hook: each queue up the path gets its new key (or leaves its parent's children,
-                # with nothing left), and the parent the smallest key among its children (as _choose).
-                queues, removed, kid_keys = self.queue_info, self.removed_one, self.kid_keys
-                for child, name in self.up_pairs[leaf]:
+                # with nothing left), and the parent the smallest key among its children (as _choose). The
+                # popped path's queue is its parent's first child (its choice) and the other children's keys
+                # stay: it keeps its place when its new key is still below the second's, else it is ranked
+                # again among the others.
+                for child, name, keyer, sums, keys, kids in self.steps[leaf]:
                     found = cand[child]
-                    kids = kid_keys[name]
                     if found is None:
-                        del kids[child]
-                        if len(kids) > 1:
-                            cand[name] = cand[min(kids.values())[1]]
-                        else:
-                            cand[name] = cand[next(iter(kids))] if kids else None
+                        del keys[0], kids[0]
+                        cand[name] = cand[kids[0]] if kids else None
                     elif len(kids) > 1:
-                        kids[child] = (key_fn(queues[child], removed[child], found[6][0]), child)
-                        cand[name] = cand[min(kids.values())[1]]
+                        key = keyer(sums, found[6][0])
+                        if key < keys[1]:
+                            keys[0] = key
+                            cand[name] = found
+                        else:
+                            del keys[0], kids[0]
+                            i = bisect.bisect(keys, key)
+                            keys.insert(i, key)
+                            kids.insert(i, child)
+                            cand[name] = cand[kids[0]]
                     else:  # alone: nothing to compare
                         cand[name] = found
         found = cand.get("")
@@ -562,15 +605,14 @@ class VictimPicker:
         else:
             # The job's first chunk, as the pool cached it (its pods have not moved since: any change to
             # them drops the cache entry before the next picker is made).
-            first = self.pool.chunks[job_id]  # _top looked it up
+            first = self.firsts[job_id]  # _top looked it up
             chunk, single = first[6], first[8]
             claimed_jobs.add(job_id)
         queue_keys = self.queue_keys
         if single:
             self.claimed.add(id(tasks[0]))
             g, c, m = per[0][0]
-            for name in self.paths[leaf]:
-                sums = self.removed_one[name]
+            for sums in self.path_sums[leaf]:
                 if sums:
                     sums[0] += g
                     sums[1] += c

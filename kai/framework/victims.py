@@ -694,6 +694,7 @@ class Solver:
                 return Outcome(False, "no node passes the job's predicates")
             mask |= fits
         self.mask = mask
+        usable = mask.tolist()  # the same, as Python booleans (read at every pop)
         # KAI's feasible nodes: with every task needing GPUs, the nodes with idle or releasing GPUs now
         # (each trial adds its victims' nodes); otherwise every node (None).
         # (Only the topology plugin's SubsetNodes hooks read it.)
@@ -733,6 +734,12 @@ class Solver:
             g = self.needs[0]
             fast = g > EPS and k <= self.equal_upto
             next_chunk, spread = self.picker.next_chunk, potential.spread
+            if fast:  # _gpu_base's total, free GPUs and whole tasks per node, as Python numbers
+                base = self._base
+                if base is None:
+                    base = self._gpu_base(g)
+                fits_total, free_at, fits_at = base[3], base[1].tolist(), base[2].tolist()
+            need, budget_on, floor = k - EPS, self.budget_on, math.floor
             while step == 0:
                 chunk = next_chunk()
                 if chunk is None:
@@ -740,11 +747,12 @@ class Solver:
                     self._flush_filtered()
                     self.stmt.discard()
                     return Outcome(False, self.reason, self.budget)
-                over = self._check_budget([*recorded, chunk], set()) if self.budget_on else ""
-                if over:
-                    self.budget = over  # this chunk can never be part of an acceptable scenario
-                    self.filtered += 1
-                    continue
+                if budget_on:
+                    over = self._check_budget([*recorded, chunk], set())
+                    if over:
+                        self.budget = over  # this chunk can never be part of an acceptable scenario
+                        self.filtered += 1
+                        continue
                 rows = chunk.rows
                 if len(rows) == 1 and len(chunk.tasks) == 1:  # the common pop: one pod on one node
                     row = rows[0]
@@ -753,29 +761,38 @@ class Solver:
                         pot_chunks[row] = [chunk]
                     else:
                         on_row.append(chunk)
-                    if row >= 0 and mask.item(row) and chunk.tasks[0].status in ACTIVE:
-                        pot_freed[row] = pot_freed.get(row, 0.0) + chunk.gpus[0]
+                    more = None
+                    if row >= 0 and usable[row] and chunk.tasks[0].status in ACTIVE:
+                        more = pot_freed[row] = pot_freed.get(row, 0.0) + chunk.gpus[0]
+                    if fast and row >= 0 and row not in spread:
+                        # The GPU check of the loop below, at once (most pops end here).
+                        if more is None:
+                            more = pot_freed.get(row)
+                        total = fits_total
+                        if more is not None:
+                            total = total + (floor((free_at[row] + more) / g + EPS) - fits_at[row])
+                        if not total >= need:
+                            self.filtered += 1
+                            continue
                 else:
                     rows = rows if len(rows) == 1 else sorted(set(rows))
                     potential.add(chunk, rows)
                 for row in rows:
-                    # Only the chunks on this node (each evicted whole, wherever its pods are).
-                    group = pot_chunks[row]
                     if fast and row >= 0 and row not in spread:
-                        base = self._base
-                        if base is None:
-                            base = self._gpu_base(g)
+                        total = fits_total
                         more = pot_freed.get(row)
-                        if more is None:
-                            feasible = base[3] >= k - EPS
-                        else:
-                            total = base[3] + (math.floor((base[1].item(row) + more) / g + EPS) - base[2].item(row))
-                            feasible = total >= k - EPS
+                        if more is not None:
+                            total = total + (math.floor((free_at[row] + more) / g + EPS) - fits_at[row])
+                        if not total >= need:
+                            self.filtered += 1
+                            continue
+                        group = pot_chunks[row]
                     else:
-                        feasible = self._feasible_with(group, k)
-                    if not feasible:
-                        self.filtered += 1
-                        continue
+                        # Only the chunks on this node (each evicted whole, wherever its pods are).
+                        group = pot_chunks[row]
+                        if not self._feasible_with(group, k):
+                            self.filtered += 1
+                            continue
                     self._flush_filtered()
                     step = self._trial_once(tried, recorded, group, k)
                     if not step and keep_share and self.policy_rejected:
@@ -861,14 +878,16 @@ def run_evicting_action(
     candidate: Candidate,
     *,
     queues: Callable[[PodGroupInfo], Callable[[str], bool]],
-    jobs: Callable[[PodGroupInfo], Callable[[PodGroupInfo], bool]],
+    jobs: Callable[[PodGroupInfo], Callable[[PodGroupInfo], bool] | None],
     message: Callable[[PodInfo, PodGroupInfo], str],
     require_replaced: bool = False,
     max_victim_jobs: int | None = None,
     signature_scope: Callable[[PodGroupInfo], str] = lambda job: job.queue,
 ) -> None:
     """Pop pending jobs in fair order and try to make room for each by evicting victims: jobs that pass
-    the `candidate` rule, from the cycle's victim pool (shared by every action with the same rule)."""
+    the `candidate` rule, from the cycle's victim pool (shared by every action with the same rule), in
+    the queues `queues(preemptor)` lets through, and of those the jobs `jobs(preemptor)` does (None:
+    every job of those queues)."""
     if not preemptors:
         return
     pool = victim_pool(ssn, candidate, new_action=True)

@@ -1,10 +1,12 @@
 """The victim picker's shortcuts against its plain path, on random small clusters through whole cycles.
 
 With one victim queue order hook (the default configuration) the picker keeps, per parent queue, the
-keys of its children still giving and computes only the changed child's key after a pop, and reads a
-leaf's next job from the pool's cache; proportion's victim queue key takes a short path when every share
-is above 0. The plain path (the session's generic key, every child compared by _choose, every job looked
-up afresh, the general formula) must hand out the same victims in the same order, for every preemptor
+keys of its children still giving, in key order, and computes only the changed child's key after a pop
+(through the hook's per-queue key function), and reads a leaf's next job from the pool's cache;
+proportion's victim queue key takes a short path when every share is above 0, and keeps each queue's
+allocation as floats until it changes. The plain path (the session's generic key, every child compared
+by _choose, every job looked up afresh, the general formula, the allocation converted at every key) must
+hand out the same victims in the same order, for every preemptor
 and every partial job (the walk restarted), and so decide the same. The clusters are small versions of
 the eviction benchmarks: reclaim with victims scattered over the nodes (also with elastic victims, a
 deeper queue tree, gangs grown task by task), gangs pinned to nodes, and preempt within teams.
@@ -17,7 +19,10 @@ from typing import Any
 
 import pytest
 
+from kai.framework.session import VictimQueueOrder
+from kai.framework.statement import Statement
 from kai.framework.victimpool import VictimPicker
+from kai.plugins.proportion.plugin import ProportionPlugin
 from kai.plugins.proportion.reclaim import ReclaimRules
 from tests.actions.evict_helpers import gq, job, stamp
 from tests.actions.test_victim_pool import preempt_in_teams, scattered_reclaim, session
@@ -40,6 +45,7 @@ def decide(objects: list[dict[str, Any]], shortcuts: bool, monkeypatch: pytest.M
     with monkeypatch.context() as patch:
         patch.setattr(VictimPicker, "shortcuts", shortcuts)
         patch.setattr(ReclaimRules, "divide_shortcut", shortcuts)
+        patch.setattr(ReclaimRules, "keep_floats", shortcuts)
         patch.setattr(VictimPicker, "next_chunk", recording)
         result = run(objects, rounds=2)
     return result, popped
@@ -146,3 +152,50 @@ def test_the_victim_queue_key_short_path_gives_the_general_formula(monkeypatch: 
                 out.append(order.key(ssn.queues[name], removed, following))
     assert len(keys[True]) >= 400
     assert keys[True] == keys[False]
+
+
+def test_an_order_hook_without_for_queue_ties_queues_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A victim queue order hook that gives no per-queue key functions (`for_queue`), and whose keys tie
+    between queues: the picker's shortcut path breaks ties by queue name, as the plain path's session key
+    does, and hands out the same victims in the same order."""
+    plain_register = ReclaimRules.register
+
+    def coarse(self: ReclaimRules) -> None:
+        plain_register(self)
+        hooks = self.ssn.hooks
+        (order,) = hooks.victim_queue_order
+        # Whole GPUs picked so far only, so that sibling queues often tie.
+        hooks.victim_queue_order[0] = VictimQueueOrder(
+            order.vector, lambda queue, removed, _: (round(removed[0]) if removed else 0,)
+        )
+
+    monkeypatch.setattr(ReclaimRules, "register", coarse)
+    for seed in (3, 11, 19):
+        objects = with_gangs(seed, scattered_reclaim(seed, 10, elastic=seed == 11, deep=seed == 19))
+        fast_result, fast = decide(objects, True, monkeypatch)
+        plain_result, plain = decide(objects, False, monkeypatch)
+        assert len(plain) > 4
+        assert fast == plain
+        assert fast_result == plain_result
+
+
+def test_a_queue_key_reads_the_allocation_as_it_is_after_a_change() -> None:
+    """The victim queue key keeps a queue's allocation as floats between calls: once a pod of the queue is
+    evicted or placed, the next key reads the new allocation (the key as computed afresh)."""
+    ssn = session(scattered_reclaim(5, 8))
+    (order,) = ssn.hooks.victim_queue_order
+    assert order.for_queue is not None
+    victim = next(j for j in ssn.jobs.values() if j.queue.startswith("d0-") and any(p.node for p in j.pods))
+    queue = ssn.queues[victim.queue]
+    keyer = order.for_queue(queue)
+    before = keyer([], ())
+    stmt = Statement(ssn)
+    stmt.evict(next(p for p in victim.pods if p.node), "reclaim")
+    after = keyer([], ())
+    plugin = ssn.accounting
+    assert isinstance(plugin, ProportionPlugin)
+    for attrs in plugin.attrs.values():
+        attrs.floats = None  # nothing kept: the key from the allocation as it now is
+    assert keyer([], ()) == after != before
+    stmt.discard()
+    assert keyer([], ()) == before

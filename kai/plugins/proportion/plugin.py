@@ -52,6 +52,8 @@ class QueueAttrs:
     allocated: np.ndarray = field(default_factory=lambda: np.zeros(3))
     allocated_np: np.ndarray = field(default_factory=lambda: np.zeros(3))  # of non-preemptible jobs
     fair_share: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    # `allocated` as floats, for the victim queue key; dropped whenever `allocated` changes (see _add).
+    floats: list[float] | None = None
 
     @property
     def label(self) -> str:
@@ -215,6 +217,7 @@ class ProportionPlugin:
             sums = np.stack([np.bincount(queues, weights=values[:, c], minlength=len(names)) for c in range(3)], axis=1)
             for i in np.unique(queues).tolist():
                 setattr(self.attrs[names[i]], field_name, sums[i].copy())
+                self.attrs[names[i]].floats = None
 
     @staticmethod
     def _total(ssn: Session) -> np.ndarray:
@@ -280,6 +283,7 @@ class ProportionPlugin:
     def _add(job: PodGroupInfo, vec: np.ndarray, path: list[QueueAttrs]) -> None:
         for attrs in path:
             attrs.allocated += vec
+            attrs.floats = None
             if not job.preemptible:
                 attrs.allocated_np += vec
 

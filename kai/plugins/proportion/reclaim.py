@@ -7,6 +7,7 @@ Registered by the proportion plugin on the session's eviction hooks; actions nev
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -23,6 +24,9 @@ if TYPE_CHECKING:
 EPS = 1e-9
 NAMES = ("GPUs", "CPU", "memory")
 
+# A queue's victim order key as a function of (removed, next), its constants bound (see queue_keyer).
+QueueKey = Callable[[list[float], tuple[float, ...]], tuple[Any, ...]]
+
 
 def _ratio(allocated: float, share: float) -> float:
     """allocated / fair share; a zero share is infinitely saturated once anything is allocated."""
@@ -37,12 +41,15 @@ class ReclaimRules:
     # Whether the victim queue key takes its short path when every share is above 0 (a switch only so
     # that tests can compare it with the general formula).
     divide_shortcut = True
+    # Whether a queue's key reads the queue's allocation as floats kept until it changes, instead of
+    # converting it at every key (a switch only so that tests can compare the two; read as divide_shortcut).
+    keep_floats = True
 
     def __init__(self, plugin: ProportionPlugin, multiplier: float, ssn: Session) -> None:
         self.p = plugin
         self.multiplier = multiplier
         self.ssn = ssn
-        self._shares: dict[str, tuple[Any, ...]] = {}  # per queue: what its victim order key needs
+        self._keyers: dict[str, QueueKey] = {}  # per queue: its victim order key (see queue_keyer)
         self._ranks: dict[str, int] | None = None  # queue name -> place by name, last first
         self._triples: dict[int, tuple[PodInfo, str, tuple[float, float, float]]] = {}
         params = ssn.config.params
@@ -62,7 +69,7 @@ class ReclaimRules:
         hooks.preemptor_checks.append(self.check_preemptor)
         hooks.victim_queue_filters.append(self.victim_queue_filter)
         hooks.scenario_validators.append(self.validate)
-        hooks.victim_queue_order.append(VictimQueueOrder(self._triple, self.victim_queue_key))
+        hooks.victim_queue_order.append(VictimQueueOrder(self._triple, self.victim_queue_key, self.queue_keyer))
 
     # -- helpers -------------------------------------------------------------------------------------
     def _request(self, tasks: list[PodInfo]) -> np.ndarray:
@@ -177,40 +184,49 @@ class ReclaimRules:
         not removed); lower queue priority; using a resource its allocatable share
         is 0 for; higher dominant resource share once its next victim (`next_sum`) is gone too, then
         without it; larger allocatable share; newest."""
-        consts = self._shares.get(queue.name)
-        if consts is None:  # constant within the session
-            attrs = self.p.attrs.get(queue.name)
-            if attrs is None:
-                return ()
-            share = attrs.allocatable(self.p.total).tolist()
-            fair = attrs.fair_share.tolist()
-            deserved = attrs.deserved.tolist()
-            consts = self._shares[queue.name] = (
-                attrs,
-                *share,
-                # over its fair share above these (every resource)
-                *(f + EPS for f in fair),
-                # within its deserved quota up to these (unlimited: always within)
-                *(float("inf") if d == UNLIMITED else d + EPS for d in deserved),
-                # dominant resource share: divide by the share, or multiply by 1000 where it is 0
-                *(s > EPS for s in share),
-                # the common case: divide by all three (and none is 0)
-                self.divide_shortcut and all(s > EPS for s in share),
-                queue.priority * 2,
-                tuple(-c for c in share),
-                -queue.creation,
-                self._name_rank(queue.name),
-            )
-        attrs, sg, sc, sm, fg, fc, fm, dg, dc, dm, pg_, pc_, pm_, divide, priority, t0, t1, t2 = consts
-        wg, wc, wm = ag, ac, am = attrs.allocated.tolist()
-        if removed:
-            pg, pc, pm = removed
-            ag, ac, am = ag - pg, ac - pc, am - pm
-        # (not over its share, within its quota) as one number; queue priority, not using a zero share. As
-        # KAI, whether the queue is within its quota is judged on its allocation as the session has it: the
-        # victims already picked from it count only in the dominant shares below.
-        head = (0 if ag > fg and ac > fc and am > fm else 2) + (1 if wg <= dg and wc <= dc and wm <= dm else 0)
-        if divide:  # every share above 0: no zero share in use, every ratio a division
+        return self.queue_keyer(queue)(removed, next_sum)
+
+    def queue_keyer(self, queue: QueueInfo) -> QueueKey:
+        """`victim_queue_key` for this queue alone, as a function of (removed, next): the queue's constants
+        bound once per session (the victim picker asks once per queue, then calls it at every pop). Two
+        queues' keys never tie: each ends with the queue's place by name."""
+        keyer = self._keyers.get(queue.name)
+        if keyer is None:
+            keyer = self._keyers[queue.name] = self._make_keyer(queue)
+        return keyer
+
+    def _make_keyer(self, queue: QueueInfo) -> QueueKey:
+        attrs = self.p.attrs.get(queue.name)
+        if attrs is None:  # a queue the plugin does not know gives up victims first (by name among such)
+            unknown = (-1, queue.name)
+            return lambda removed, next_sum: unknown
+        share = attrs.allocatable(self.p.total).tolist()
+        sg, sc, sm = share
+        # over its fair share above these (every resource)
+        fg, fc, fm = (f + EPS for f in attrs.fair_share.tolist())
+        # within its deserved quota up to these (unlimited: always within)
+        dg, dc, dm = (float("inf") if d == UNLIMITED else d + EPS for d in attrs.deserved.tolist())
+        # dominant resource share: divide by the share, or multiply by 1000 where it is 0
+        pg_, pc_, pm_ = (s > EPS for s in share)
+        priority = queue.priority * 2
+        t0, t1, t2 = tuple(-c for c in share), -queue.creation, self._name_rank(queue.name)
+        first = priority + 1
+
+        def divide(removed: list[float], next_sum: tuple[float, ...]) -> tuple[Any, ...]:
+            """Every share above 0: no zero share in use, every ratio a division."""
+            # The queue's allocation as floats, kept until it changes (the plugin drops it then): between
+            # the solver's trials every pop reads the same.
+            floats = attrs.floats
+            if floats is None:
+                floats = attrs.floats = attrs.allocated.tolist()
+            wg, wc, wm = ag, ac, am = floats
+            if removed:
+                pg, pc, pm = removed
+                ag, ac, am = ag - pg, ac - pc, am - pm
+            # (not over its share, within its quota) as one number. As KAI, whether the queue is within its
+            # quota is judged on its allocation as the session has it: the victims already picked from it
+            # count only in the dominant shares below.
+            head = (0 if ag > fg and ac > fc and am > fm else 2) + (1 if wg <= dg and wc <= dc and wm <= dm else 0)
             drs = ag / sg
             x = ac / sc
             if x > drs:
@@ -219,7 +235,7 @@ class ReclaimRules:
             if x > drs:
                 drs = x
             if not next_sum:
-                return (head, priority + 1, -drs, -drs, t0, t1, t2)
+                return (head, first, -drs, -drs, t0, t1, t2)
             vg, vc, vm = next_sum
             after = (ag - vg) / sg
             x = (ac - vc) / sc
@@ -228,28 +244,48 @@ class ReclaimRules:
             x = (am - vm) / sm
             if x > after:
                 after = x
-            return (head, priority + 1, -after, -drs, t0, t1, t2)
-        zero_share = sg <= 0 < ag or sc <= 0 < ac or sm <= 0 < am
-        # max() of the three, spelt out (the first of equal values, as max)
-        drs = ag / sg if pg_ else ag * 1000.0
-        x = ac / sc if pc_ else ac * 1000.0
-        if x > drs:
-            drs = x
-        x = am / sm if pm_ else am * 1000.0
-        if x > drs:
-            drs = x
-        after = drs
-        if next_sum:
-            vg, vc, vm = next_sum
-            vg, vc, vm = ag - vg, ac - vc, am - vm
-            after = vg / sg if pg_ else vg * 1000.0
-            x = vc / sc if pc_ else vc * 1000.0
-            if x > after:
-                after = x
-            x = vm / sm if pm_ else vm * 1000.0
-            if x > after:
-                after = x
-        return (head, priority + (0 if zero_share else 1), -after, -drs, t0, t1, t2)
+            return (head, first, -after, -drs, t0, t1, t2)
+
+        def general(removed: list[float], next_sum: tuple[float, ...]) -> tuple[Any, ...]:
+            floats = attrs.floats
+            if floats is None:
+                floats = attrs.floats = attrs.allocated.tolist()
+            wg, wc, wm = ag, ac, am = floats
+            if removed:
+                pg, pc, pm = removed
+                ag, ac, am = ag - pg, ac - pc, am - pm
+            head = (0 if ag > fg and ac > fc and am > fm else 2) + (1 if wg <= dg and wc <= dc and wm <= dm else 0)
+            zero_share = sg <= 0 < ag or sc <= 0 < ac or sm <= 0 < am
+            # max() of the three, spelt out (the first of equal values, as max)
+            drs = ag / sg if pg_ else ag * 1000.0
+            x = ac / sc if pc_ else ac * 1000.0
+            if x > drs:
+                drs = x
+            x = am / sm if pm_ else am * 1000.0
+            if x > drs:
+                drs = x
+            after = drs
+            if next_sum:
+                vg, vc, vm = next_sum
+                vg, vc, vm = ag - vg, ac - vc, am - vm
+                after = vg / sg if pg_ else vg * 1000.0
+                x = vc / sc if pc_ else vc * 1000.0
+                if x > after:
+                    after = x
+                x = vm / sm if pm_ else vm * 1000.0
+                if x > after:
+                    after = x
+            return (head, priority + (0 if zero_share else 1), -after, -drs, t0, t1, t2)
+
+        keyer = divide if self.divide_shortcut and pg_ and pc_ and pm_ else general
+        if self.keep_floats:
+            return keyer
+
+        def afresh(removed: list[float], next_sum: tuple[float, ...]) -> tuple[Any, ...]:
+            attrs.floats = None  # the plain path: the allocation converted at every key
+            return keyer(removed, next_sum)
+
+        return afresh
 
     # -- scenarios ----------------------------------------------------------------------------------
     def validate(self, action: str, scenario: Scenario) -> Status:
