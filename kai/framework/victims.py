@@ -754,6 +754,7 @@ class Solver:
                         self.filtered += 1
                         continue
                 rows = chunk.rows
+                checked = False  # the one row's GPU check passed already
                 if len(rows) == 1 and len(chunk.tasks) == 1:  # the common pop: one pod on one node
                     row = rows[0]
                     on_row = pot_chunks.get(row)
@@ -774,15 +775,18 @@ class Solver:
                         if not total >= need:
                             self.filtered += 1
                             continue
+                        checked = True
                 else:
                     rows = rows if len(rows) == 1 else sorted(set(rows))
                     potential.add(chunk, rows)
                 for row in rows:
-                    if fast and row >= 0 and row not in spread:
+                    if checked:
+                        group = pot_chunks[row]
+                    elif fast and row >= 0 and row not in spread:
                         total = fits_total
                         more = pot_freed.get(row)
                         if more is not None:
-                            total = total + (math.floor((free_at[row] + more) / g + EPS) - fits_at[row])
+                            total = total + (floor((free_at[row] + more) / g + EPS) - fits_at[row])
                         if not total >= need:
                             self.filtered += 1
                             continue
