@@ -76,7 +76,7 @@ def load_command(name: str) -> Any:
     """The command behind lazy command `name`, importing its module now."""
     module, attribute, _ = LAZY_COMMANDS[name]
     target: Any = getattr(importlib.import_module(module), attribute)
-    holder = typer.Typer(pretty_exceptions_enable=False, add_completion=False)
+    holder = typer.Typer(pretty_exceptions_enable=False, add_completion=False, rich_markup_mode=None)
     if isinstance(target, typer.Typer):
         holder.add_typer(target, name=name)
     else:  # a command may name its click class (kai run: Go-style boolean flags)
@@ -90,15 +90,21 @@ def load_command(name: str) -> Any:
 
 
 class LazyGroup(TyperGroup):
-    """The `kai` group: its own commands, then the lazy ones, listed by name and imported when run."""
+    """The `kai` group: its own commands, then the lazy ones, listed by name and imported when run. Each
+    is listed with its whole first paragraph of help, wrapped (as `short_help`: click would cut it at the
+    terminal's width)."""
 
     def list_commands(self, ctx: Any) -> list[str]:
         return [*LAZY_COMMANDS, *(name for name in super().list_commands(ctx) if name not in LAZY_COMMANDS)]
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         if cmd_name in LAZY_COMMANDS:  # for listing only: name and help, nothing imported
-            return TyperCommand(cmd_name, help=LAZY_COMMANDS[cmd_name][2])
-        return super().get_command(ctx, cmd_name)
+            text = LAZY_COMMANDS[cmd_name][2]
+            return TyperCommand(cmd_name, help=text, short_help=text)
+        command = super().get_command(ctx, cmd_name)
+        if command is not None and not command.short_help and command.help:
+            command.short_help = command.help.strip().split("\n\n")[0]
+        return command
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         if args and args[0] in LAZY_COMMANDS:
@@ -106,12 +112,15 @@ class LazyGroup(TyperGroup):
         return super().resolve_command(ctx, args)
 
 
+# Help and usage errors as click writes them (rich_markup_mode=None): typer's rich rendering imports
+# rich's markdown and traceback modules, which doubled what `kai --help` costs (issue 12: < 0.3 s).
 app = typer.Typer(
     cls=LazyGroup,
     help="kai: a scheduler for AI workloads on Kubernetes, compatible with KAI Scheduler.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    rich_markup_mode=None,
 )
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import kai
+from kai.cli import LAZY_COMMANDS
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -24,21 +25,39 @@ def run(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProce
     return subprocess.run([str(a) for a in args], capture_output=True, text=True, cwd=cwd, timeout=300, check=False)
 
 
-def imported(*args: str) -> set[str]:
-    """Top-level packages `python -m kai.cli ARGS` imports (from -X importtime's report)."""
+def modules(*args: str) -> set[str]:
+    """Modules `python -m kai.cli ARGS` imports (from -X importtime's report)."""
     done = run(sys.executable, "-X", "importtime", "-m", "kai.cli", *args, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
-    names = set()
-    for line in done.stderr.splitlines():
-        if line.startswith("import time:") and "|" in line:
-            names.add(line.rsplit("|", 1)[1].strip().split(".")[0])
+    names = {
+        line.rsplit("|", 1)[1].strip()
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
     assert "kai" in names
     return names
+
+
+def imported(*args: str) -> set[str]:
+    """Top-level packages `python -m kai.cli ARGS` imports."""
+    return {name.split(".")[0] for name in modules(*args)}
 
 
 @pytest.mark.parametrize("args", [DEMO, ["--help"], ["--version"]], ids=["simulate", "help", "version"])
 def test_the_offline_commands_import_no_extra(args: list[str]) -> None:
     assert imported(*args).isdisjoint(EXTRAS)
+
+
+def test_kai_help_lists_every_command_whole_without_typers_rich_rendering() -> None:
+    # typer's rich help (typer.rich_utils) imports rich's markdown parser and tracebacks: most of what
+    # `kai --help` cost (issue 12's start-up target)
+    assert modules("--help").isdisjoint({"typer.rich_utils", "rich.markdown", "markdown_it", "rich.traceback"})
+    shown = run(BIN / "kai", "--help")
+    assert shown.returncode == 0, shown.stderr
+    listed = " ".join(shown.stdout.split())
+    for name, (_, _, text) in LAZY_COMMANDS.items():
+        assert f"{name} {text}" in listed  # whole: not cut at the terminal's width
+    assert "simulate Run scheduling rounds on a snapshot of plain Kubernetes YAML and print the decisions." in listed
 
 
 def test_a_live_command_imports_its_extras_only_when_run() -> None:

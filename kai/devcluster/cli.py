@@ -26,6 +26,7 @@ from kai.devcluster.controlplane import ControlPlane, ControlPlaneError, stop_pr
 app = typer.Typer(
     help="A throw-away control plane (etcd, kube-apiserver, kube-controller-manager, KWOK GPU nodes, Prometheus).",
     no_args_is_help=True,
+    rich_markup_mode=None,  # as kai's own (kai.cli)
 )
 PROCESSES = ("prometheus", "kwok", "kube-controller-manager", "kube-apiserver", "etcd")
 
