@@ -13,10 +13,12 @@ One cycle (:meth:`Scheduler.run_once`):
    groups they affect are built again and the others are kept from the last snapshot
    (:mod:`kai.cluster.incremental`); and when the cache's view is the very one of the last cycle
    (nothing changed), the last build is reused with the new ``now`` (the builder reads ``now``
-   for nothing else), so such a cycle builds nothing;
+   for nothing else), so such a cycle builds nothing; a patched snapshot that reads as the last one
+   (``IncrementalSnapshot.unchanged``: e.g. pods the last one had Binding are now bound where their
+   BindRequests said) counts as unchanged too;
 4. ``run_cycle(snapshot, config, run_step)`` — the core, timed per step through ``run_step``
    (through :class:`kai.cycle.CycleRunner`, which answers a cycle on the very same view from the
-   last one when that one decided nothing and the time changes nothing);
+   last one when that one decided nothing, the snapshot reads the same and the time changes nothing);
 5. hand the decisions to the ports: :class:`~kai.cluster.writers.BindRequestWriter`,
    :class:`~kai.cluster.writers.Evictor`, :class:`~kai.cluster.status.StatusUpdater`.
 
@@ -249,8 +251,8 @@ class Scheduler:
         return run_cycle(snapshot, config, run_step, plugin_step, self.runner.reuse)
 
     def _build(self, view: CacheView, now: float) -> tuple[list[dict[str, Any]], BuildResult, bool]:
-        """The cycle's snapshot from the view (and whether it is the last one again, at `now`: the view
-        is the same)."""
+        """The cycle's snapshot from the view (and whether it reads as the last one, at `now`: the view
+        is the same, or the patch changed nothing the core reads)."""
         last = self._last_build
         if last is not None and last[0] is view:
             _, objects, built = last
@@ -271,7 +273,7 @@ class Scheduler:
                 result.problems, view.queues, self.nodepool_label_key, self.partition_label_value
             )
         self._last_build = (view, objects, result)
-        return objects, result, False
+        return objects, result, self.incremental.unchanged
 
     def record(self, folder: Path) -> Path | None:
         """Write the last cycle's input as `snapshot-<cycle>.yaml` (+ its decisions as JSON)."""

@@ -261,3 +261,50 @@ def test_a_podgroup_changed_in_its_status_alone_keeps_its_group_and_any_other_ch
         rebuilt = c.scheduler.last_snapshot.podgroups["ns/g"]  # type: ignore[union-attr]
         assert rebuilt is not group
         group = rebuilt
+
+
+def test_a_cycle_on_a_snapshot_that_reads_as_the_last_one_is_answered_from_it_and_any_real_change_runs() -> None:
+    c = Cluster()
+    for i in range(2):
+        c.put(node(f"n{i}", gpus=1))
+    c.put(queue("q"))
+    for name in ("a", "b", "c"):
+        c.put(pod(name, queue="q", gpus=1))
+    c.now += 1
+    first = c.cycle_matches_a_build_from_scratch()
+    placed = {b.pod: b.node for b in first.bound}
+    assert len(placed) == 2  # two GPUs for three pods
+    (waiting,) = {"ns/a", "ns/b", "ns/c"} - placed.keys()
+    for key, node_name in placed.items():  # the requests land: both pods Binding; nothing else fits
+        name = key.split("/")[1]
+        c.put(bind_request(name, node_name, f"uid-{name}"))
+    c.now += 1
+    assert not c.cycle_matches_a_build_from_scratch().bound
+    runner, incremental = c.scheduler.runner, c.scheduler.incremental
+    ran, skipped = runner.ran, runner.skipped
+
+    # The binder binds each pod where its request said, the pods start, the requests succeed: the
+    # snapshot reads as the last one (the pods' objects differ), so the last cycle's decisions stand.
+    for key, node_name in placed.items():
+        name = key.split("/")[1]
+        bound = c.get("Pod", key)
+        bound["spec"]["nodeName"] = node_name
+        bound["status"]["phase"] = "Running"
+        c.put(bound)
+        done = c.get("BindRequest", key)
+        done["status"] = {"phase": "Succeeded"}
+        c.put(done)
+        c.now += 1
+        assert not c.cycle_matches_a_build_from_scratch().bound
+        assert incremental.unchanged and (runner.ran, runner.skipped) == (ran, skipped + 1)
+        skipped += 1
+
+    # A pod that finishes frees its GPU: the cycle runs, and the waiting pod is placed on that node.
+    key, node_name = next(iter(placed.items()))
+    finished = c.get("Pod", key)
+    finished["status"]["phase"] = "Succeeded"
+    c.put(finished)
+    c.now += 1
+    report = c.cycle_matches_a_build_from_scratch()
+    assert not incremental.unchanged and runner.ran == ran + 1
+    assert [(b.pod, b.node) for b in report.bound] == [(waiting, node_name)]
