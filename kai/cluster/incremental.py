@@ -24,13 +24,14 @@ last build or the small one), a pod of another scheduler among the changed ones,
 and every ``FULL_EVERY`` builds (which also lets the memo forget replaced objects).
 ``tests/cluster/test_incremental_snapshot.py`` checks the equality after series of watch events.
 
-A patch also tells whether the snapshot reads the same as the last one (``unchanged``): no node changed,
-the queues read the same, and every affected pod group was built again equal to the one it replaces in
-everything but the objects as read (``PodInfo.raw``, which the core never reads). That is what a busy
-cluster's cycles mostly see while the binder works: a pod the last snapshot had Binding (its
-BindRequest's node) is now bound to that node, its BindRequest succeeded, our own status writes came
-back. The scheduler then tells the cycle runner that nothing changed (``kai.cycle.CycleRunner``: the
-last cycle's decisions stand when they changed nothing and the time changes nothing).
+A patch also tells whether the snapshot reads the same as the last one (``unchanged``): the nodes
+and queues read the same (a heartbeat changes nothing the builder reads), and every affected pod
+group was built again equal to the one it replaces in everything but its pods' objects as read
+(``PodInfo.raw``, which the core never reads). That is what a busy cluster's cycles mostly see while
+the binder works: a pod the last snapshot had Binding (its BindRequest's node) is now bound to that
+node, its BindRequest succeeded, our own status writes came back. The scheduler then tells the cycle
+runner that nothing changed (``kai.cycle.CycleRunner``: the last cycle's decisions stand when they
+changed nothing and the time changes nothing).
 """
 
 from __future__ import annotations
@@ -222,7 +223,7 @@ class IncrementalSnapshot:
         self.patched += 1
         self.since_full += 1
         old_groups_built = last.podgroups
-        self.unchanged = nodes_kept and all(
+        self.unchanged = (nodes_kept or part.nodes == last.nodes) and all(
             _same_job(part.podgroups.get(k), old_groups_built.get(k)) for k in affected
         )
         return BuildResult(snapshot, [])

@@ -294,13 +294,26 @@ def test_a_cycle_on_a_snapshot_that_reads_as_the_last_one_is_answered_from_it_an
         done = c.get("BindRequest", key)
         done["status"] = {"phase": "Succeeded"}
         c.put(done)
+        beat = c.get("Node", node_name)  # the node's heartbeat: nothing the builder reads
+        beat["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-01-01T00:02:00Z"
+        c.put(beat)
         c.now += 1
         assert not c.cycle_matches_a_build_from_scratch().bound
         assert incremental.unchanged and (runner.ran, runner.skipped) == (ran, skipped + 1)
         skipped += 1
 
-    # A pod that finishes frees its GPU: the cycle runs, and the waiting pod is placed on that node.
+    # A node cordoned: the cycle runs (nothing fits either way).
     key, node_name = next(iter(placed.items()))
+    (other,) = set(placed.values()) - {node_name}
+    cordoned = c.get("Node", other)
+    cordoned["spec"]["unschedulable"] = True
+    c.put(cordoned)
+    c.now += 1
+    assert not c.cycle_matches_a_build_from_scratch().bound
+    assert not incremental.unchanged and runner.ran == ran + 1
+    ran += 1
+
+    # A pod that finishes frees its GPU: the cycle runs, and the waiting pod is placed on that node.
     finished = c.get("Pod", key)
     finished["status"]["phase"] = "Succeeded"
     c.put(finished)
