@@ -12,8 +12,9 @@ all their pods (in the cache's order), and keeps every other pod group of the la
 (the session puts back every pod it changes, so a snapshot's pod groups come out of a cycle as they
 went in; the loop already reuses a whole snapshot when nothing changed). What the builder makes of the
 rest (queues, classes, storage) comes from that small build, converted objects being shared through the
-memo; the nodes too when a Node changed, and otherwise the last snapshot's node list is kept and the
-small build sees only the nodes its pods name.
+memo. The last snapshot's node list is kept but for the Nodes that are other objects now, which the
+small build converts again (with the nodes its pods name, and no other); a node that reads as before
+(a heartbeat) keeps its NodeInfo, and a list whose nodes all do is kept itself.
 
 The patched snapshot equals a build from scratch of the same objects; where that is not certain, the
 snapshot is built from scratch instead: the first view, a view that is not the successor of the last
@@ -44,7 +45,7 @@ from kai.api import keys
 from kai.cluster.cache import CacheView
 from kai.cluster.kube import BIND_REQUESTS, DRA_KINDS, NODES, PODGROUPS, PODS, QUEUES
 from kai.cluster.reflector import Store
-from kai.model import ClusterSnapshot, PodGroupInfo, PodInfo, SubGroupInfo
+from kai.model import ClusterSnapshot, NodeInfo, PodGroupInfo, PodInfo, SubGroupInfo
 from kai.snapshot.builder import BuildResult, ConversionMemo, build_snapshot
 
 FULL_EVERY = 60  # builds: at least one from scratch in so many
@@ -84,6 +85,7 @@ class IncrementalSnapshot:
         self.full = 0
         self.reasons: dict[str, int] = {}  # why a build was from scratch: how often
         self.unchanged = False  # the last build reads as the one before it (see the module's docstring)
+        self._node_index: tuple[list[NodeInfo] | None, dict[str, int]] = (None, {})  # a node list, name -> place
 
     def build(self, view: CacheView, objects: list[dict[str, Any]], now: float, **options: Any) -> BuildResult:
         """The snapshot of `objects` (the view's, after a partition's selection) at `now`; `options`
@@ -176,23 +178,25 @@ class IncrementalSnapshot:
         if wanted:
             order = view.pod_order or {k: i for i, k in enumerate(view.pods)}
             picked.extend(view.copies.get(k) or view.pods[k] for k in sorted(wanted, key=order.__getitem__))
-        # While no node changed since the last build, its nodes are kept: the small build sees only the
-        # nodes its pods name (the builder reads the others for nothing but the snapshot's node list).
-        fixed = view.fixed
-        nodes_kept = self._nodes_unchanged(before, view)
-        if nodes_kept:
-            nodes = view.nodes
-            names = {(p.get("spec") or {}).get("nodeName") for p in picked if p.get("kind") == PODS.kind}
-            fixed = [nodes[n] for n in sorted(n for n in names if n in nodes)]
-            fixed.extend(view.fixed[len(nodes) :])
+        # The nodes are the last snapshot's but for the Nodes that are other objects now (the same names:
+        # see _patchable), converted again. The small build sees those and the nodes its pods name (the
+        # builder reads the others for nothing but the snapshot's node list).
+        nodes, were = view.nodes, before.nodes
+        renewed = [name for name, obj in nodes.items() if were.get(name) is not obj]
+        names = {(p.get("spec") or {}).get("nodeName") for p in picked if p.get("kind") == PODS.kind}
+        names.update(renewed)
+        fixed = [nodes[n] for n in sorted(n for n in names if n in nodes)]
+        fixed.extend(view.fixed[len(nodes) :])
         self.memo.partial = True
         try:
             small = build_snapshot([*fixed, *picked], now, memo=self.memo, **options)
         finally:
             self.memo.partial = False
         part = small.snapshot
-        if nodes_kept:
-            part.nodes = last.nodes
+        patched_nodes = self._patched_nodes(last.nodes, part.nodes, renewed)
+        if patched_nodes is None:
+            return self._none("a changed node left out")
+        part.nodes = patched_nodes
         if small.problems or part.warnings or part.unsupported or part.foreign_pods:
             return self._none("problems, warnings or foreign pods in the changes")
         if part.queues != last.queues:  # e.g. KAI's default queues, added for a group in them
@@ -223,18 +227,31 @@ class IncrementalSnapshot:
         self.patched += 1
         self.since_full += 1
         old_groups_built = last.podgroups
-        self.unchanged = (nodes_kept or part.nodes == last.nodes) and all(
+        self.unchanged = part.nodes is last.nodes and all(
             _same_job(part.podgroups.get(k), old_groups_built.get(k)) for k in affected
         )
         return BuildResult(snapshot, [])
 
-
-    def _nodes_unchanged(self, before: CacheView, view: CacheView) -> bool:
-        """No Node was put or removed from the start of the last view's reading to the end of this one's."""
-        at = self.kinds.index(NODES.kind)
-        return (
-            before.signature[0][at] == before.versions_after[at] == view.signature[0][at] == view.versions_after[at]
-        )
+    def _patched_nodes(self, kept: list[NodeInfo], built: list[NodeInfo], renewed: list[str]) -> list[NodeInfo] | None:
+        """The last snapshot's node list with the `renewed` nodes as `built` now: the very list while each
+        reads as before (a heartbeat changes nothing the builder reads), so that what is kept per node
+        list (the scheduler's capacity) stays; None when one of them was not built."""
+        if not renewed:
+            return kept
+        if self._node_index[0] is not kept:
+            self._node_index = (kept, {n.name: i for i, n in enumerate(kept)})
+        at_of = self._node_index[1]
+        fresh = {n.name: n for n in built}
+        out: list[NodeInfo] | None = None
+        for name in renewed:
+            node, at = fresh.get(name), at_of.get(name)
+            if node is None or at is None:
+                return None
+            if node != kept[at]:
+                if out is None:
+                    out = list(kept)
+                out[at] = node
+        return kept if out is None else out
 
     def _none(self, why: str) -> None:
         self._scratch(why)

@@ -298,8 +298,10 @@ def test_a_cycle_on_a_snapshot_that_reads_as_the_last_one_is_answered_from_it_an
         beat["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-01-01T00:02:00Z"
         c.put(beat)
         c.now += 1
+        nodes = c.scheduler.last_snapshot.nodes  # type: ignore[union-attr]
         assert not c.cycle_matches_a_build_from_scratch().bound
         assert incremental.unchanged and (runner.ran, runner.skipped) == (ran, skipped + 1)
+        assert c.scheduler.last_snapshot.nodes is nodes  # type: ignore[union-attr]  # the very list, kept
         skipped += 1
 
     # A node cordoned: the cycle runs (nothing fits either way).
