@@ -165,6 +165,9 @@ class Binder:
         self.active = threading.Event()
         self.active.set()
         self._requests_cache: dict[str, dict[str, float]] = {}
+        # pod key -> (its object, terminal, requests) as _check_fit last read them: a node's other pods are
+        # read for every bind on it, and most are the same objects as at the last bind
+        self._facts: dict[str, tuple[dict[str, Any], bool, dict[str, float]]] = {}
         self._allocatable_cache: dict[str, tuple[dict[str, Any], dict[str, float]]] = {}
         self._open_keys: set[str] = set()  # BindRequests open when last seen (the resync's round)
         cache.reflectors[BIND_REQUESTS.kind].on_event = self._on_bind_request
@@ -246,6 +249,7 @@ class Binder:
                 self._assumed[assumed_on].pop(key, None)
         if event_type == DELETED:
             self._requests_cache.pop(str((obj.get("metadata") or {}).get("uid")), None)
+            self._facts.pop(key, None)
 
     def _enqueue(self, key: str) -> None:
         with self._queued_lock:
@@ -398,12 +402,15 @@ class Binder:
         group_use: dict[str, float] = defaultdict(float)
         reserved_groups: set[str] = set()
         seen: set[str] = set()
-        for other in self.cache.pods_on_node(name):
-            if _terminal(other):
+        facts = self._facts
+        for key, other in self.cache.pods_on_node(name):
+            known = facts.get(key)
+            if known is None or known[0] is not other:
+                known = facts[key] = (other, _terminal(other), self._requests(other))
+            if known[1]:
                 continue
-            key = object_key(other)
             seen.add(key)
-            for res, amount in self._requests(other).items():
+            for res, amount in known[2].items():
                 used[res] += amount
             if not groups:  # GPU groups matter only to a shared-GPU request
                 continue
@@ -491,8 +498,8 @@ class Binder:
     def _reservation_pods(self, node: str, group: str) -> list[dict[str, Any]]:
         return [
             p
-            for p in self.cache.pods_on_node(node)
-            if object_key(p).startswith(RESERVATION_NAMESPACE + "/") and group in pod_groups(p) and not _terminal(p)
+            for key, p in self.cache.pods_on_node(node)
+            if key.startswith(RESERVATION_NAMESPACE + "/") and group in pod_groups(p) and not _terminal(p)
         ]
 
     def _reserve(self, node: str, group: str) -> str:

@@ -229,11 +229,12 @@ class ClusterCache:
                 self._by_node[node].add(key)
                 self._node_of[key] = node
 
-    def pods_on_node(self, node: str) -> list[dict[str, Any]]:
+    def pods_on_node(self, node: str) -> list[tuple[str, dict[str, Any]]]:
+        """The pods whose spec.nodeName is `node`, each with its key."""
         store = self.stores[PODS.kind]
         with self._index_lock:
             names = list(self._by_node.get(node, ()))
-        return [p for p in (store.get(k) for k in names) if p is not None]
+        return [(k, p) for k, p in zip(names, map(store.get, names), strict=True) if p is not None]
 
     def assume_bound(self, pod: dict[str, Any], node: str) -> None:
         """Record at once that we bound `pod` (the watch event follows; it carries the same node)."""

@@ -10,6 +10,7 @@ import pytest
 
 from kai.cluster.cache import CacheView, ClusterCache
 from kai.cluster.kube import BIND_REQUESTS, PODS, Kube
+from kai.devcluster.kwok_stages import COMPLETE_AFTER_ANNOTATION
 from kai.devcluster.live import LiveCluster
 from tests.live.scheduler_helpers import cleanup, create, fresh_nodes, pod, pods, scheduler, wait
 
@@ -68,6 +69,27 @@ def test_binds_what_fits_and_refuses_what_does_not_fit_now(kube: Kube, namespace
         assert not live["p2"]["spec"].get("nodeName")
         failed = kube.get(BIND_REQUESTS.path(namespace, "p2"))
         assert failed["status"]["failedAttempts"] == 1
+
+
+def test_a_pod_that_finished_on_the_node_no_longer_takes_its_resources(
+    kube: Kube, namespace: str, nodes: list[str]
+) -> None:
+    # p0 runs 5 s, then succeeds (KWOK's stage); p1's bind reads the node while p0 runs; p2 fits only once
+    # p0 is done (the node has 4 GPUs, each pod asks 2)
+    create(kube, pod("p0", namespace, OTHER, gpus=2, annotations={COMPLETE_AFTER_ANNOTATION: "5s"}))
+    for name in ("p1", "p2"):
+        create(kube, pod(name, namespace, OTHER, gpus=2))
+    with scheduler(kube, OTHER, scheduler=False, binder=True):
+        bind_request(kube, namespace, "p0", nodes[0])
+        wait("p0's bind", lambda: phase(kube, namespace, "p0")[0] == "Succeeded")
+        bind_request(kube, namespace, "p1", nodes[0])
+        wait("p1's bind", lambda: phase(kube, namespace, "p1")[0] == "Succeeded")
+        assert pods(kube, namespace)["p0"]["status"].get("phase") != "Succeeded", "p0 finished too soon"
+        wait("p0 to finish", lambda: pods(kube, namespace)["p0"]["status"].get("phase") == "Succeeded", 30)
+        bind_request(kube, namespace, "p2", nodes[0])
+        wait("p2's bind", lambda: phase(kube, namespace, "p2")[0] in ("Succeeded", "Failed"))
+        assert phase(kube, namespace, "p2") == ("Succeeded", ""), phase(kube, namespace, "p2")
+        assert pods(kube, namespace)["p2"]["spec"]["nodeName"] == nodes[0]
 
 
 def test_a_bound_pod_is_never_moved(kube: Kube, namespace: str, nodes: list[str]) -> None:
