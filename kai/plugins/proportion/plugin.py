@@ -19,6 +19,7 @@ from kai.framework.placement import tasks_to_allocate
 from kai.framework.plugin import register_plugin
 from kai.framework.podtable import CODE, status_mask
 from kai.framework.session import Session
+from kai.framework.statement import BatchHook
 from kai.framework.status import SUCCESS, Status, unschedulable
 from kai.model import (
     ALLOCATED,
@@ -153,7 +154,7 @@ class ProportionPlugin:
         hooks = ssn.hooks
         hooks.queue_order.append(self.queue_order_key)
         hooks.job_capacity.append(self.check_capacity)
-        hooks.on_allocate.append(lambda task: self._on_change(task, +1.0))
+        hooks.on_allocate.append(_Allocated(self))
         hooks.on_deallocate.append(lambda task: self._on_change(task, -1.0))
         ReclaimRules(self, self.saturation_multiplier, ssn).register()
 
@@ -306,6 +307,45 @@ class ProportionPlugin:
             order_keys.pop(attrs.queue.name, None)
             by_request.pop(attrs.queue.name, None)
 
+    def _on_allocated(self, tasks: list[PodInfo]) -> None:
+        """`_on_change(task, +1.0)` for each task in order: a run of tasks of one job with one queue vector
+        is added in floats, one resource at a time, as the arrays' `+=` would add them one by one."""
+        start, count = 0, len(tasks)
+        while start < count:
+            task = tasks[start]
+            vec = self.queue_vector(task)
+            end = start + 1
+            while end < count and tasks[end].job_key == task.job_key and self.queue_vector(tasks[end]) is vec:
+                end += 1
+            job = self.ssn.jobs.get(task.job_key)
+            if end - start == 1 or job is None or job.queue not in self.attrs:
+                for one in tasks[start:end]:
+                    self._on_change(one, +1.0)
+                start = end
+                continue
+            path = self._path(job.queue)
+            if not path:  # a queue the session does not know: nothing to count
+                start = end
+                continue
+            amounts = vec.tolist()
+            times = end - start
+            for attrs in path:
+                targets = [attrs.allocated] if job.preemptible else [attrs.allocated, attrs.allocated_np]
+                for target in targets:
+                    sums = target.tolist()
+                    for col, amount in enumerate(amounts):
+                        total = sums[col]
+                        for _ in range(times):
+                            total += amount
+                        sums[col] = total
+                    target[:] = sums
+                attrs.floats = None
+            self._job_requests.pop(job.key, None)
+            for attrs in path:
+                self._order_keys.pop(attrs.queue.name, None)
+                self._order_by_request.pop(attrs.queue.name, None)
+            start = end
+
     # -- fair share ---------------------------------------------------------------------------
     def _divide(self) -> None:
         queues = self.ssn.queues
@@ -452,14 +492,12 @@ class ProportionPlugin:
         cached = self._job_requests.get(job.key)
         if cached is not None:
             return cached
-        request = np.zeros(3)
         leaves = job.leaves
         if len(leaves) == 1 and len(pending := leaves[0].pending()) == leaves[0].min_member - leaves[0].active():
             batch = pending  # a gang's whole rest: which pods, in which order, does not matter for the sum
         else:
             batch = tasks_to_allocate(self.ssn, job)
-        if batch:
-            request = self._sum(batch)
+        request = self._sum(batch) if batch else np.zeros(3)
         self._job_requests[job.key] = request
         return request
 
@@ -598,6 +636,21 @@ class ProportionPlugin:
             )
             for name, a in sorted(self.attrs.items())
         }
+
+
+class _Allocated(BatchHook):
+    """The plugin's on_allocate hook: queue accounting, which placements do not read."""
+
+    __slots__ = ("plugin",)
+
+    def __init__(self, plugin: ProportionPlugin) -> None:
+        self.plugin = plugin
+
+    def __call__(self, task: PodInfo) -> None:
+        self.plugin._on_change(task, +1.0)
+
+    def many(self, tasks: list[PodInfo]) -> None:
+        self.plugin._on_allocated(tasks)
 
 
 def _factory(args: dict[str, str]) -> ProportionPlugin:
