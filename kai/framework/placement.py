@@ -350,12 +350,12 @@ def _gang_failure(
 def tasks_to_allocate(ssn: Session, job: PodGroupInfo) -> list[PodInfo]:
     """The next batch: every leaf below minMember brought up to it, else one elastic extra pod."""
     leaves = job.leaves if len(job.leaves) == 1 else sorted(job.leaves, key=ssn.subgroup_key)
-    below = [sub for sub in leaves if sub.active() < sub.min_member]
+    below = [(sub, need) for sub in leaves if (need := sub.min_member - sub.active()) > 0]
     if below:
         batch: list[PodInfo] = []
-        for sub in below:
-            need = sub.min_member - sub.active()
-            pending = sorted(sub.pending(), key=ssn.task_order_key())
+        key = ssn.task_order_key()
+        for sub, need in below:
+            pending = sorted(sub.pending(), key=key)
             if len(pending) < need:
                 return []
             batch.extend(pending[:need])

@@ -77,6 +77,7 @@ class PlacementCache:
         self.moving_at: list[RowScorer | None] = [None if s.fixed else s for s in self.scorers or ()]
         self.signed = [s for s in self.scorers or () if type(s).signature is not RowScorer.signature]
         self._last = None
+        self._held: tuple[bool, tuple[Any, ...], _Entry] | None = None  # the last task's entry (find), its key
         self._hooks = list(scorers)
         self._seen = (id(scorers), len(scorers))
         self.entries.clear()
@@ -94,6 +95,7 @@ class PlacementCache:
         nodes = ssn.nodes
         last = self._last
         filters = hooks.node_filters
+        pipeline = allow_pipeline and nodes.maybe_releasing
         if (
             last is not None
             and last[1] == (id(filters), len(filters))
@@ -103,6 +105,13 @@ class PlacementCache:
             # The pod before (a gang's pods come in a row) asked the same: the same filters' answers and
             # signatures (every filter static, see _remember), the same key.
             _, _, vec, filtered, kind = last
+            held = self._held
+            if held is not None and held[0] == pipeline:
+                key, entry = held[1], held[2]
+            else:
+                key = (id(vec), pipeline, *kind)
+                entry = self.entries.get(key)
+                self._held = None if entry is None else (pipeline, key, entry)
         else:
             for fit in hooks.node_fits:
                 if fit.fn(task) is not None:
@@ -123,12 +132,13 @@ class PlacementCache:
             vec = ssn.vector(task)
             kind = (tuple(map(id, filtered)) if filtered else (), tuple(signatures))
             self._remember(task, vec, filtered, kind)
-        pipeline = allow_pipeline and nodes.maybe_releasing
-        key = (id(vec), pipeline, *kind)
-        entry = self.entries.get(key)
+            key = (id(vec), pipeline, *kind)
+            entry = self.entries.get(key)
+            self._held = None if entry is None else (pipeline, key, entry)
         log = nodes.changed
         if entry is None or len(log) - entry.pos > self.stale_after:
             entry = self.entries[key] = self._start(task, vec, filtered, pipeline, len(log))
+            self._held = (pipeline, key, entry)
         elif entry.pos < len(log):
             if STICKY and entry.best >= 0:
                 fits_idle = self._still_best(entry, task, log)
@@ -157,6 +167,7 @@ class PlacementCache:
             self._last = None
         else:
             self._last = (task, (id(filters), len(filters)), vec, filtered, kind)
+        self._held = None
 
     def _still_best(self, entry: _Entry, task: PodInfo, log: list[int]) -> bool | None:
         """Whether the entry's best row is still the best, when it is the only row changed since the
@@ -194,7 +205,7 @@ class PlacementCache:
                 return None
             releasing = nodes.releasing_cols
             for col, amount in entry.need:
-                if not idle[col][row] + releasing[col][row] >= amount:
+                if not idle[col].item(row) + releasing[col].item(row) >= amount:
                     return None
         # The row's own flags as an update would set them (it sets them again from the nodes' state).
         entry.fits_idle[row] = fit
@@ -212,7 +223,7 @@ class PlacementCache:
                     return None
                 value = found[0]
             total = total + value
-        if not total >= entry.sums[-1][row]:
+        if not total >= entry.sums[-1].item(row):
             return None
         entry.seen = len(log)
         return fit
@@ -259,19 +270,20 @@ class PlacementCache:
 
     def _update(self, entry: _Entry, task: PodInfo, rows: list[int], pos: int) -> None:
         nodes = self.ssn.nodes
-        idle, releasing = nodes.idle, nodes.releasing
+        # The node columns' values as Python floats (.item): the same doubles, compared and added alike.
+        idle, releasing = nodes.idle_cols, nodes.releasing_cols
         fits_idle, candidates, mask = entry.fits_idle, entry.candidates, entry.mask
         for row in rows:
             fit = True
             for col, amount in entry.need:
-                if not idle[row, col] >= amount:
+                if not idle[col].item(row) >= amount:
                     fit = False
                     break
             fits_idle[row] = fit
             if entry.pipeline:
                 fit = True
                 for col, amount in entry.need:
-                    if not idle[row, col] + releasing[row, col] >= amount:
+                    if not idle[col].item(row) + releasing[col].item(row) >= amount:
                         fit = False
                         break
             candidates[row] = mask[row] and fit

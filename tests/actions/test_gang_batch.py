@@ -21,7 +21,7 @@ from kai.actions.allocate import allocate
 from kai.api.timeutil import parse_time
 from kai.cycle import open_session
 from kai.framework.config import SchedulerConfig
-from kai.framework.placementcache import same_kind
+from kai.framework.placementcache import placement_cache, same_kind
 from kai.model import GpuRequest, PodInfo, Resources, Toleration
 from kai.snapshot.builder import build_snapshot
 from tests.actions.placing import gang, used
@@ -124,3 +124,37 @@ def test_a_gang_that_fails_halfway_leaves_its_queue_as_it_was(monkeypatch) -> No
     monkeypatch.setattr(statement.Statement, "defers", lambda self: False)
     assert batched == _allocated(objects)
     assert sorted(bound(run(objects))) == ["ns/y-0", "ns/y-1"]
+
+
+def test_the_entry_held_for_a_kind_is_the_one_of_its_pipelining_flag() -> None:
+    # a: 1 GPU idle, 4 being released; b: 2 idle. A pod of 3 GPUs fits nowhere now, and on a once the
+    # release is done: x-1, of x-0's kind, asked with pipelining must not get x-0's answer without it.
+    objects = [
+        node("a", gpus=5),
+        node("b", gpus=2),
+        queue("q"),
+        *used("rd", "a", 4, deleting=True),
+        *gang("x", 2, 3, "2026-01-01T00:00:01Z"),
+    ]
+    built = build_snapshot(objects, now=parse_time(NOW))
+    ssn, _ = open_session(built.snapshot, SchedulerConfig())
+    pods = {p.name: p for p in ssn.pods}
+    with placement_cache(ssn) as cache:
+        assert cache.find(pods["x-0"], False) is None
+        assert cache.find(pods["x-1"], True) == (ssn.nodes.index["a"], False)
+        assert cache.find(pods["x-0"], False) is None
+
+
+def test_a_parent_queue_limit_is_read_from_the_parent() -> None:
+    # Queue d may use 4 GPUs, its child t has no limit of its own: a gang of t asking for 6 does not start.
+    # (The capacity check keeps every queue's caps as floats, per queue.)
+    objects = [
+        node("a", gpus=8),
+        queue("d", gpu={"quota": 0, "overQuotaWeight": 1, "limit": 4}),
+        queue("t", parent="d"),
+        podgroup("x", "t", 6, created="2026-01-01T00:00:01Z"),
+        *[pod(f"x-{i}", group="x", gpus=1, created="2026-01-01T00:00:01Z") for i in range(6)],
+        podgroup("y", "t", 3, created="2026-01-01T00:00:02Z"),
+        *[pod(f"y-{i}", group="y", gpus=1, created="2026-01-01T00:00:02Z") for i in range(3)],
+    ]
+    assert sorted(bound(run(objects))) == ["ns/y-0", "ns/y-1", "ns/y-2"]

@@ -97,13 +97,27 @@ class AllocatableShare:
         return f"AllocatableShare({self.share})"
 
 
-def _first_over(path: list[QueueAttrs], request: np.ndarray, cap: str, used: str) -> tuple[QueueAttrs, int] | None:
-    """The first queue on the path (leaf first) and resource where used + request exceeds a set cap."""
-    asked = request.tolist()
+def _first_over(
+    path: list[QueueAttrs],
+    request: np.ndarray,
+    cap: str,
+    used: str,
+    lists: dict[int, tuple[np.ndarray, list[float]]],
+) -> tuple[QueueAttrs, int] | None:
+    """The first queue on the path (leaf first) and resource where used + request exceeds a set cap.
+    `lists`: the caps as floats, per array (kept alive in the value; quotas and limits never change
+    within a session)."""
+    asked = None
     for attrs in path:
-        caps = getattr(attrs, cap).tolist()
+        array = getattr(attrs, cap)
+        kept = lists.get(id(array))
+        if kept is None or kept[0] is not array:
+            kept = lists[id(array)] = (array, array.tolist())
+        caps = kept[1]
         if caps[0] == caps[1] == caps[2] == UNLIMITED:
             continue
+        if asked is None:
+            asked = request.tolist()
         in_use = getattr(attrs, used).tolist()
         for col in range(3):
             if caps[col] != UNLIMITED and asked[col] > 0 and in_use[col] + asked[col] > caps[col] + 1e-9:
@@ -138,6 +152,7 @@ class ProportionPlugin:
         # per queue, its order key per request of the job next (until the queue's allocation changes)
         self._order_by_request: dict[str, dict[bytes, tuple[Any, ...]]] = {}
         self._constants: dict[str, tuple[list[float], list[float], list[float], AllocatableShare]] = {}
+        self._cap_lists: dict[int, tuple[np.ndarray, list[float]]] = {}  # for _first_over
         self.total = self._total(ssn)
         for queue in ssn.queues.values():
             res = [queue.resources.get(r) for r in RESOURCES]
@@ -503,19 +518,24 @@ class ProportionPlugin:
 
     def _sum(self, pods: list[PodInfo]) -> np.ndarray:
         """The pods' queue vectors summed pod by pod in floats (as `np.zeros(3) + vector + ...` would)."""
-        s0 = s1 = s2 = 0.0
+        s0 = s1 = s2 = a0 = a1 = a2 = 0.0
         amounts = self._amounts
-        requests = gpu = found = None
+        requests = gpu = None
+        by_memory = True
         for pod in pods:
             # A pod written as the one before (the same request objects, no gpu-memory) counts the same:
             # the rule of queue_vector's identity cache (`_by_id`), kept here without the call per pod.
-            if pod.requests is not requests or pod.gpu is not gpu or gpu.memory_mib > 0:  # type: ignore[union-attr]
+            if by_memory or pod.requests is not requests or pod.gpu is not gpu:
                 requests, gpu = pod.requests, pod.gpu
+                by_memory = gpu.memory_mib > 0
                 vec = self.queue_vector(pod)
                 found = amounts.get(id(vec))
                 if found is None or found[0] is not vec:
                     found = amounts[id(vec)] = (vec, *vec.tolist())
-            s0, s1, s2 = s0 + found[1], s1 + found[2], s2 + found[3]  # type: ignore[index]
+                _, a0, a1, a2 = found
+            s0 += a0
+            s1 += a1
+            s2 += a2
         return np.array([s0, s1, s2])
 
     # -- capacity checks ----------------------------------------------------------------------
@@ -523,7 +543,7 @@ class ProportionPlugin:
         """Capacity: limits at the leaf and every ancestor; non-preemptible jobs within deserved quota."""
         request = self._sum(tasks)
         path = self._path(job.queue)
-        over = _first_over(path, request, "limit", "allocated")
+        over = _first_over(path, request, "limit", "allocated", self._cap_lists)
         if over is not None:
             attrs, col = over
             message = (
@@ -537,7 +557,7 @@ class ProportionPlugin:
                 remedy = f"ask for at most {_fmt(col, room)}, or wait until queue {attrs.queue.name}'s jobs free {free}"
             cause = self._cause("OverLimit", message, remedy, attrs, job, col, request)
             return unschedulable("OverLimit", message, cause)
-        over = None if job.preemptible else _first_over(path, request, "deserved", "allocated_np")
+        over = None if job.preemptible else _first_over(path, request, "deserved", "allocated_np", self._cap_lists)
         if over is not None:
             attrs, col = over
             message = (
