@@ -69,8 +69,23 @@ class JobQueue:
             self.roots = sorted(n for n, q in queues.items() if not q.parent)
         else:  # fairness among second-level queues only: they are compared as siblings (top-level leaves vanish)
             self.roots = sorted(n for n, q in queues.items() if q.parent in queues and not queues[q.parent].parent)
+        if self.depth is None and type(self).push is JobQueue.push:
+            self._push_all(jobs)
+        else:
+            for job in jobs:
+                self.push(job)
+
+    def _push_all(self, jobs: Iterable[PodGroupInfo]) -> None:
+        """`push` of every job, into empty heaps with no cap: the heaps made in one go. (Entries are
+        unique by their position number, so every pop hands out what pushing them one by one would.)"""
+        queues, heaps, seq = self.ssn.queues, self.heaps, self._seq
+        key = self.ssn.job_order_key()
         for job in jobs:
-            self.push(job)
+            queue = queues.get(job.queue)
+            if queue is not None and queue.is_leaf:
+                heaps.setdefault(job.queue, []).append((key(job), next(seq), job))
+        for heap in heaps.values():
+            heapq.heapify(heap)
 
     def _push_leaf(self, job: PodGroupInfo) -> list[tuple[tuple[Any, ...], int, PodGroupInfo]] | None:
         """Put `job` on its leaf queue's heap and return the heap (None: its queue is no leaf of the session)."""

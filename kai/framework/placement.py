@@ -292,6 +292,26 @@ def place_in_subset(
         cache = active_cache(ssn)
     else:
         cache = PlacementCache(ssn, subset) if SUBSET_CACHE and len(tasks) >= SUBSET_CACHE_FROM else None
+    # The on_allocate hooks of this batch's allocations are called once, for all of them, when it is
+    # placed (or fails): nothing the placement of the next pod reads depends on them (BatchHook).
+    deferred: list[PodInfo] | None = [] if not pipeline_only and len(tasks) > 1 and stmt.defers() else None
+    try:
+        return _place_each(ssn, stmt, job, tasks, subset, pipeline_only, cache, deferred)
+    finally:
+        if deferred:
+            stmt.fire_deferred(deferred)
+
+
+def _place_each(
+    ssn: Session,
+    stmt: Statement,
+    job: PodGroupInfo,
+    tasks: list[PodInfo],
+    subset: NodeSubset | None,
+    pipeline_only: bool,
+    cache: PlacementCache | None,
+    deferred: list[PodInfo] | None,
+) -> Status:
     pre_predicates = ssn.hooks.pre_predicates
     for placed, task in enumerate(tasks):
         for fn in pre_predicates:
@@ -305,9 +325,12 @@ def place_in_subset(
         if found is None:
             return _gang_failure(job, tasks, placed, explain_no_node(ssn, task, subset), Code.UNSCHEDULABLE)
         if pipeline_only or not found[1]:
+            if deferred:  # the hooks see every placement in order
+                stmt.fire_deferred(deferred)
+                deferred.clear()
             stmt.pipeline_row(task, found[0])
         else:
-            stmt.allocate_row(task, found[0])
+            stmt.allocate_row(task, found[0], deferred)
     return Status()
 
 
@@ -327,12 +350,12 @@ def _gang_failure(
 def tasks_to_allocate(ssn: Session, job: PodGroupInfo) -> list[PodInfo]:
     """The next batch: every leaf below minMember brought up to it, else one elastic extra pod."""
     leaves = job.leaves if len(job.leaves) == 1 else sorted(job.leaves, key=ssn.subgroup_key)
-    below = [sub for sub in leaves if sub.active() < sub.min_member]
+    below = [(sub, need) for sub in leaves if (need := sub.min_member - sub.active()) > 0]
     if below:
         batch: list[PodInfo] = []
-        for sub in below:
-            need = sub.min_member - sub.active()
-            pending = sorted(sub.pending(), key=ssn.task_order_key())
+        key = ssn.task_order_key()
+        for sub, need in below:
+            pending = sorted(sub.pending(), key=key)
             if len(pending) < need:
                 return []
             batch.extend(pending[:need])

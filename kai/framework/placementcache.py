@@ -64,6 +64,10 @@ class PlacementCache:
         self.moving: list[tuple[int, RowScorer]] = []  # the scorers (by position) whose score follows the nodes
         self._hooks: list[Any] = []
         self._seen: tuple[int, int] = (0, -1)  # id and length of the hook list the scorers were read from
+        # The last task find keyed, the filter list then (id, length), its vector, filter answers and key
+        # parts: a task of the same kind after it gets the same (see _remember, same_kind).
+        self.stale_after = max(len(ssn.nodes) // 16, 8)  # more changed rows than this: start the entry anew
+        self._last: tuple[PodInfo, tuple[int, int], np.ndarray, list[np.ndarray], tuple[Any, ...]] | None = None
         self.refresh_scorers()
 
     def refresh_scorers(self) -> None:
@@ -72,6 +76,8 @@ class PlacementCache:
         self.moving = [(i, s) for i, s in enumerate(self.scorers or ()) if not s.fixed]
         self.moving_at: list[RowScorer | None] = [None if s.fixed else s for s in self.scorers or ()]
         self.signed = [s for s in self.scorers or () if type(s).signature is not RowScorer.signature]
+        self._last = None
+        self._held: tuple[bool, tuple[Any, ...], _Entry] | None = None  # the last task's entry (find), its key
         self._hooks = list(scorers)
         self._seen = (id(scorers), len(scorers))
         self.entries.clear()
@@ -86,33 +92,58 @@ class PlacementCache:
         scorers = self.scorers
         if scorers is None or task.gpu.is_shared:
             return MISS
-        for fit in hooks.node_fits:
-            if fit.fn(task) is not None:
-                return MISS
-        filtered: list[np.ndarray] = []
-        for flt in hooks.node_filters:
-            result = flt.fn(task)
-            if result is not None:
-                if not flt.static:
-                    return MISS
-                filtered.append(result)
-        signatures = []
-        for scorer in self.signed:  # the scorers whose signature is not always ()
-            sig = scorer.signature(task)
-            if sig is None:
-                return MISS
-            signatures.append(sig)
         nodes = ssn.nodes
-        vec = ssn.vector(task)
+        last = self._last
+        filters = hooks.node_filters
         pipeline = allow_pipeline and nodes.maybe_releasing
-        key = (id(vec), pipeline, tuple(map(id, filtered)) if filtered else (), tuple(signatures))
-        entry = self.entries.get(key)
+        if (
+            last is not None
+            and last[1] == (id(filters), len(filters))
+            and not hooks.node_fits
+            and same_kind(last[0], task)
+        ):
+            # The pod before (a gang's pods come in a row) asked the same: the same filters' answers and
+            # signatures (every filter static, see _remember), the same key.
+            _, _, vec, filtered, kind = last
+            held = self._held
+            if held is not None and held[0] == pipeline:
+                key, entry = held[1], held[2]
+            else:
+                key = (id(vec), pipeline, *kind)
+                entry = self.entries.get(key)
+                self._held = None if entry is None else (pipeline, key, entry)
+        else:
+            for fit in hooks.node_fits:
+                if fit.fn(task) is not None:
+                    return MISS
+            filtered = []
+            for flt in filters:
+                result = flt.fn(task)
+                if result is not None:
+                    if not flt.static:
+                        return MISS
+                    filtered.append(result)
+            signatures = []
+            for scorer in self.signed:  # the scorers whose signature is not always ()
+                sig = scorer.signature(task)
+                if sig is None:
+                    return MISS
+                signatures.append(sig)
+            vec = ssn.vector(task)
+            kind = (tuple(map(id, filtered)) if filtered else (), tuple(signatures))
+            self._remember(task, vec, filtered, kind)
+            key = (id(vec), pipeline, *kind)
+            entry = self.entries.get(key)
+            self._held = None if entry is None else (pipeline, key, entry)
         log = nodes.changed
-        if entry is None or len(log) - entry.pos > max(len(nodes) // 16, 8):
+        if entry is None or len(log) - entry.pos > self.stale_after:
             entry = self.entries[key] = self._start(task, vec, filtered, pipeline, len(log))
+            self._held = (pipeline, key, entry)
         elif entry.pos < len(log):
-            if STICKY and entry.best >= 0 and self._still_best(entry, task, log):
-                return entry.best, bool(entry.fits_idle[entry.best])
+            if STICKY and entry.best >= 0:
+                fits_idle = self._still_best(entry, task, log)
+                if fits_idle is not None:
+                    return entry.best, fits_idle
             rows = log[entry.pos :]
             self._update(entry, task, rows if len(rows) == 1 else sorted(set(rows)), len(log))
         else:
@@ -126,7 +157,19 @@ class PlacementCache:
         entry.best, entry.seen = best, len(log)
         return best, bool(entry.fits_idle[best])
 
-    def _still_best(self, entry: _Entry, task: PodInfo, log: list[int]) -> bool:
+    def _remember(self, task: PodInfo, vec: np.ndarray, filtered: list[np.ndarray], kind: tuple[Any, ...]) -> None:
+        """Keep what `find` worked out for the task, for the next task if it is of the same kind: only
+        while every node filter is static (a dynamic one's answer changes with each placement) and no
+        node fit is registered (it may answer differently for the same spec as devices are taken)."""
+        hooks = self.ssn.hooks
+        filters = hooks.node_filters
+        if hooks.node_fits or not all(flt.static for flt in filters):
+            self._last = None
+        else:
+            self._last = (task, (id(filters), len(filters)), vec, filtered, kind)
+        self._held = None
+
+    def _still_best(self, entry: _Entry, task: PodInfo, log: list[int]) -> bool | None:
         """Whether the entry's best row is still the best, when it is the only row changed since the
         arrays were last brought up to date (a gang's pods, or jobs of one kind, bin-packed onto one
         node): then the arrays are left as they are, behind the change log, until another row changes
@@ -136,25 +179,34 @@ class PlacementCache:
         exactly as the update would: the same parts, added in the same order) is at least its old one,
         and every scorer vouches that no other row's value rose (`RowScorer.at_row`): every other
         candidate's total is then at most its old one (a float sum never falls when one of its terms
-        rises), below the old best's where it lies before the best row, at most equal after it."""
+        rises), below the old best's where it lies before the best row, at most equal after it.
+
+        Returns whether the row fits the task on idle resources (None: it is not known to be the best)."""
         row = entry.best
-        changed = log[entry.seen :]
-        if changed.count(row) != len(changed) or not entry.mask[row]:
-            return False
+        seen = entry.seen
+        if len(log) - seen == 1:  # the common case: one placement since
+            if log[seen] != row:
+                return None
+        else:
+            changed = log[seen:]
+            if changed.count(row) != len(changed):
+                return None
+        if not entry.mask[row]:
+            return None
         nodes = self.ssn.nodes
         idle = nodes.idle_cols
         fit = True
         for col, amount in entry.need:
-            if not idle[col][row] >= amount:
+            if not idle[col].item(row) >= amount:
                 fit = False
                 break
         if not fit:
             if not entry.pipeline:
-                return False
+                return None
             releasing = nodes.releasing_cols
             for col, amount in entry.need:
-                if not idle[col][row] + releasing[col][row] >= amount:
-                    return False
+                if not idle[col].item(row) + releasing[col].item(row) >= amount:
+                    return None
         # The row's own flags as an update would set them (it sets them again from the nodes' state).
         entry.fits_idle[row] = fit
         entry.candidates[row] = True
@@ -168,13 +220,13 @@ class PlacementCache:
             else:
                 found = scorer.at_row(ctx, part, row)
                 if found is None or not found[1]:
-                    return False
+                    return None
                 value = found[0]
             total = total + value
-        if not total >= entry.sums[-1][row]:
-            return False
+        if not total >= entry.sums[-1].item(row):
+            return None
         entry.seen = len(log)
-        return True
+        return fit
 
     def _start(self, task: PodInfo, vec: np.ndarray, filtered: list[np.ndarray], pipeline: bool, pos: int) -> _Entry:
         ssn = self.ssn
@@ -218,19 +270,20 @@ class PlacementCache:
 
     def _update(self, entry: _Entry, task: PodInfo, rows: list[int], pos: int) -> None:
         nodes = self.ssn.nodes
-        idle, releasing = nodes.idle, nodes.releasing
+        # The node columns' values as Python floats (.item): the same doubles, compared and added alike.
+        idle, releasing = nodes.idle_cols, nodes.releasing_cols
         fits_idle, candidates, mask = entry.fits_idle, entry.candidates, entry.mask
         for row in rows:
             fit = True
             for col, amount in entry.need:
-                if not idle[row, col] >= amount:
+                if not idle[col].item(row) >= amount:
                     fit = False
                     break
             fits_idle[row] = fit
             if entry.pipeline:
                 fit = True
                 for col, amount in entry.need:
-                    if not idle[row, col] + releasing[row, col] >= amount:
+                    if not idle[col].item(row) + releasing[col].item(row) >= amount:
                         fit = False
                         break
             candidates[row] = mask[row] and fit
@@ -258,6 +311,31 @@ class PlacementCache:
                 sums[i + 1][row] = total if candidate else -np.inf
         if first >= 0:
             self._sum_from(entry, first)
+
+
+def same_kind(a: PodInfo, b: PodInfo) -> bool:
+    """Whether two pods ask for the same on every spec field a node filter, a scorer's signature or the
+    request vector may read (everything but the pod's name, uid, creation and state): a gang's pods,
+    written alike, share these objects, so the identity checks decide at once."""
+    return a is b or (
+        a.requests is b.requests
+        and a.gpu is b.gpu
+        and a.namespace == b.namespace
+        and a.job_key == b.job_key
+        and a.subgroup == b.subgroup
+        and (a.labels is b.labels or a.labels == b.labels)
+        and a.node_selector == b.node_selector
+        and a.required_affinity == b.required_affinity
+        and a.tolerations == b.tolerations
+        and a.pod_affinity == b.pod_affinity
+        and a.host_ports == b.host_ports
+        and a.claims == b.claims
+        and a.resource_claims == b.resource_claims
+        and a.nominated_node == b.nominated_node
+        and a.task_priority == b.task_priority
+        and a.priority_class_name == b.priority_class_name
+        and a.scheduler_name == b.scheduler_name
+    )
 
 
 @contextmanager

@@ -33,6 +33,20 @@ def _move(task: PodInfo, status: PodStatus, log: list[PodInfo]) -> None:
     log.append(task)
 
 
+class BatchHook:
+    """An on_allocate hook that can also be told of several allocations at once, after them (`many`, in
+    their order). A statement defers the hooks of a batch of pods it allocates in a row only while every
+    on_allocate hook is one of these: it is for state that nothing reads while one batch is placed (the
+    placement hooks: pre-predicates, node filters and fits, scorers) and that no other hook reads."""
+
+    def __call__(self, task: PodInfo) -> None:
+        raise NotImplementedError
+
+    def many(self, tasks: list[PodInfo]) -> None:
+        for task in tasks:
+            self(task)
+
+
 @dataclass(slots=True)
 class _Op:
     kind: str  # allocate | pipeline | evict
@@ -60,8 +74,9 @@ class Statement:
         """Place the task on idle resources of the node; it will be bound."""
         self.allocate_row(task, self.ssn.nodes.index[node])
 
-    def allocate_row(self, task: PodInfo, row: int) -> None:
-        """`allocate` on the node of that row of the session's nodes."""
+    def allocate_row(self, task: PodInfo, row: int, deferred: list[PodInfo] | None = None) -> None:
+        """`allocate` on the node of that row of the session's nodes. `deferred` (see `defers`): the
+        on_allocate hooks are not called; the task joins the list, for `fire_deferred`."""
         ssn = self.ssn
         ssn.touch(task)
         nodes = ssn.nodes
@@ -73,8 +88,21 @@ class Statement:
         if task.gpu.is_shared:
             op.gpu_undo, _ = ssn.gpus.take(row, task, ssn.gpu_key)
         self.ops.append(op)
+        if deferred is not None:
+            deferred.append(task)
+            return
         for fn in ssn.hooks.on_allocate:
             fn(task)
+
+    def defers(self) -> bool:
+        """Whether allocations may defer the on_allocate hooks (every hook is a BatchHook)."""
+        return all(isinstance(fn, BatchHook) for fn in self.ssn.hooks.on_allocate)
+
+    def fire_deferred(self, tasks: list[PodInfo]) -> None:
+        """Call the on_allocate hooks deferred for these allocations (before anything reads their state)."""
+        if tasks:
+            for fn in self.ssn.hooks.on_allocate:
+                fn.many(tasks)  # type: ignore[attr-defined]
 
     def pipeline(self, task: PodInfo, node: str) -> None:
         """Place the task on resources that are still being released; it waits for them."""

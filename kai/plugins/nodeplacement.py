@@ -120,7 +120,8 @@ class _Scorer(RowScorer):
     def at_row(self, ctx: PlacementContext, kept: Scored, row: int) -> tuple[float, bool] | None:
         state = kept.state
         nodes = self.plugin.ssn.nodes
-        free = nodes.idle_cols[state.col][row] + nodes.releasing_cols[state.col][row]
+        # Python floats (.item): the same doubles as the columns' scalars, with cheaper arithmetic.
+        free = nodes.idle_cols[state.col].item(row) + nodes.releasing_cols[state.col].item(row)
         if isinstance(state, _Spread):
             return (free / state.denominator[row] if state.valid[row] else 0.0), True
         assert isinstance(state, _Binpack)
@@ -197,7 +198,7 @@ class _Scorer(RowScorer):
         low_of, high_of, codes = state.low_of, state.high_of, state.codes
         changed = []
         for row in rows:
-            free = idle[row] + releasing[row]
+            free = idle.item(row) + releasing.item(row)  # Python floats: the same doubles
             changed.append(free)
             scored = candidates[row] and has[row]
             if scored:

@@ -49,3 +49,29 @@ def test_kept_standing_jobs_pop_in_the_order_of_comparing_anew(seed: int, full: 
     want = pops(Plain, seed, full, depth)
     assert pops(JobQueue, seed, full, depth) == want
     assert want or seed % 7 == 0  # a cluster with nothing pending is rare
+
+
+class OneByOne(JobQueue):
+    """Pushes the jobs given at construction one at a time (a subclass's own push is always used)."""
+
+    def push(self, job) -> None:  # type: ignore[no-untyped-def]
+        super().push(job)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_jobs_given_at_construction_pop_as_if_pushed_one_by_one(seed: int) -> None:
+    # With no depth cap the queue heaps the jobs it is given in one go (JobQueue._push_all).
+    rng = random.Random(seed)
+    ssn = session(random_cluster(rng), seed % 2 == 0)
+    waiting = [j for j in ssn.jobs_with_pending() if j.has_pending()]
+    rng.shuffle(waiting)  # not in job order: heaping them must order them
+
+    def popped(cls: type[JobQueue]) -> list[str]:
+        queue, out = cls(ssn, waiting, None, stable_keys=True), []
+        while (job := queue.pop()) is not None:
+            out.append(job.key)
+        return out
+
+    want = popped(OneByOne)
+    assert popped(JobQueue) == want
+    assert len(want) > 1 or seed % 7 == 0

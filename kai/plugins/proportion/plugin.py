@@ -19,6 +19,7 @@ from kai.framework.placement import tasks_to_allocate
 from kai.framework.plugin import register_plugin
 from kai.framework.podtable import CODE, status_mask
 from kai.framework.session import Session
+from kai.framework.statement import BatchHook
 from kai.framework.status import SUCCESS, Status, unschedulable
 from kai.model import (
     ALLOCATED,
@@ -96,13 +97,27 @@ class AllocatableShare:
         return f"AllocatableShare({self.share})"
 
 
-def _first_over(path: list[QueueAttrs], request: np.ndarray, cap: str, used: str) -> tuple[QueueAttrs, int] | None:
-    """The first queue on the path (leaf first) and resource where used + request exceeds a set cap."""
-    asked = request.tolist()
+def _first_over(
+    path: list[QueueAttrs],
+    request: np.ndarray,
+    cap: str,
+    used: str,
+    lists: dict[int, tuple[np.ndarray, list[float]]],
+) -> tuple[QueueAttrs, int] | None:
+    """The first queue on the path (leaf first) and resource where used + request exceeds a set cap.
+    `lists`: the caps as floats, per array (kept alive in the value; quotas and limits never change
+    within a session)."""
+    asked = None
     for attrs in path:
-        caps = getattr(attrs, cap).tolist()
+        array = getattr(attrs, cap)
+        kept = lists.get(id(array))
+        if kept is None or kept[0] is not array:
+            kept = lists[id(array)] = (array, array.tolist())
+        caps = kept[1]
         if caps[0] == caps[1] == caps[2] == UNLIMITED:
             continue
+        if asked is None:
+            asked = request.tolist()
         in_use = getattr(attrs, used).tolist()
         for col in range(3):
             if caps[col] != UNLIMITED and asked[col] > 0 and in_use[col] + asked[col] > caps[col] + 1e-9:
@@ -137,6 +152,7 @@ class ProportionPlugin:
         # per queue, its order key per request of the job next (until the queue's allocation changes)
         self._order_by_request: dict[str, dict[bytes, tuple[Any, ...]]] = {}
         self._constants: dict[str, tuple[list[float], list[float], list[float], AllocatableShare]] = {}
+        self._cap_lists: dict[int, tuple[np.ndarray, list[float]]] = {}  # for _first_over
         self.total = self._total(ssn)
         for queue in ssn.queues.values():
             res = [queue.resources.get(r) for r in RESOURCES]
@@ -153,7 +169,7 @@ class ProportionPlugin:
         hooks = ssn.hooks
         hooks.queue_order.append(self.queue_order_key)
         hooks.job_capacity.append(self.check_capacity)
-        hooks.on_allocate.append(lambda task: self._on_change(task, +1.0))
+        hooks.on_allocate.append(_Allocated(self))
         hooks.on_deallocate.append(lambda task: self._on_change(task, -1.0))
         ReclaimRules(self, self.saturation_multiplier, ssn).register()
 
@@ -306,6 +322,45 @@ class ProportionPlugin:
             order_keys.pop(attrs.queue.name, None)
             by_request.pop(attrs.queue.name, None)
 
+    def _on_allocated(self, tasks: list[PodInfo]) -> None:
+        """`_on_change(task, +1.0)` for each task in order: a run of tasks of one job with one queue vector
+        is added in floats, one resource at a time, as the arrays' `+=` would add them one by one."""
+        start, count = 0, len(tasks)
+        while start < count:
+            task = tasks[start]
+            vec = self.queue_vector(task)
+            end = start + 1
+            while end < count and tasks[end].job_key == task.job_key and self.queue_vector(tasks[end]) is vec:
+                end += 1
+            job = self.ssn.jobs.get(task.job_key)
+            if end - start == 1 or job is None or job.queue not in self.attrs:
+                for one in tasks[start:end]:
+                    self._on_change(one, +1.0)
+                start = end
+                continue
+            path = self._path(job.queue)
+            if not path:  # a queue the session does not know: nothing to count
+                start = end
+                continue
+            amounts = vec.tolist()
+            times = end - start
+            for attrs in path:
+                targets = [attrs.allocated] if job.preemptible else [attrs.allocated, attrs.allocated_np]
+                for target in targets:
+                    sums = target.tolist()
+                    for col, amount in enumerate(amounts):
+                        total = sums[col]
+                        for _ in range(times):
+                            total += amount
+                        sums[col] = total
+                    target[:] = sums
+                attrs.floats = None
+            self._job_requests.pop(job.key, None)
+            for attrs in path:
+                self._order_keys.pop(attrs.queue.name, None)
+                self._order_by_request.pop(attrs.queue.name, None)
+            start = end
+
     # -- fair share ---------------------------------------------------------------------------
     def _divide(self) -> None:
         queues = self.ssn.queues
@@ -452,32 +507,35 @@ class ProportionPlugin:
         cached = self._job_requests.get(job.key)
         if cached is not None:
             return cached
-        request = np.zeros(3)
         leaves = job.leaves
         if len(leaves) == 1 and len(pending := leaves[0].pending()) == leaves[0].min_member - leaves[0].active():
             batch = pending  # a gang's whole rest: which pods, in which order, does not matter for the sum
         else:
             batch = tasks_to_allocate(self.ssn, job)
-        if batch:
-            request = self._sum(batch)
+        request = self._sum(batch) if batch else np.zeros(3)
         self._job_requests[job.key] = request
         return request
 
     def _sum(self, pods: list[PodInfo]) -> np.ndarray:
         """The pods' queue vectors summed pod by pod in floats (as `np.zeros(3) + vector + ...` would)."""
-        s0 = s1 = s2 = 0.0
+        s0 = s1 = s2 = a0 = a1 = a2 = 0.0
         amounts = self._amounts
-        requests = gpu = found = None
+        requests = gpu = None
+        by_memory = True
         for pod in pods:
             # A pod written as the one before (the same request objects, no gpu-memory) counts the same:
             # the rule of queue_vector's identity cache (`_by_id`), kept here without the call per pod.
-            if pod.requests is not requests or pod.gpu is not gpu or gpu.memory_mib > 0:  # type: ignore[union-attr]
+            if by_memory or pod.requests is not requests or pod.gpu is not gpu:
                 requests, gpu = pod.requests, pod.gpu
+                by_memory = gpu.memory_mib > 0
                 vec = self.queue_vector(pod)
                 found = amounts.get(id(vec))
                 if found is None or found[0] is not vec:
                     found = amounts[id(vec)] = (vec, *vec.tolist())
-            s0, s1, s2 = s0 + found[1], s1 + found[2], s2 + found[3]  # type: ignore[index]
+                _, a0, a1, a2 = found
+            s0 += a0
+            s1 += a1
+            s2 += a2
         return np.array([s0, s1, s2])
 
     # -- capacity checks ----------------------------------------------------------------------
@@ -485,7 +543,7 @@ class ProportionPlugin:
         """Capacity: limits at the leaf and every ancestor; non-preemptible jobs within deserved quota."""
         request = self._sum(tasks)
         path = self._path(job.queue)
-        over = _first_over(path, request, "limit", "allocated")
+        over = _first_over(path, request, "limit", "allocated", self._cap_lists)
         if over is not None:
             attrs, col = over
             message = (
@@ -499,7 +557,7 @@ class ProportionPlugin:
                 remedy = f"ask for at most {_fmt(col, room)}, or wait until queue {attrs.queue.name}'s jobs free {free}"
             cause = self._cause("OverLimit", message, remedy, attrs, job, col, request)
             return unschedulable("OverLimit", message, cause)
-        over = None if job.preemptible else _first_over(path, request, "deserved", "allocated_np")
+        over = None if job.preemptible else _first_over(path, request, "deserved", "allocated_np", self._cap_lists)
         if over is not None:
             attrs, col = over
             message = (
@@ -598,6 +656,21 @@ class ProportionPlugin:
             )
             for name, a in sorted(self.attrs.items())
         }
+
+
+class _Allocated(BatchHook):
+    """The plugin's on_allocate hook: queue accounting, which placements do not read."""
+
+    __slots__ = ("plugin",)
+
+    def __init__(self, plugin: ProportionPlugin) -> None:
+        self.plugin = plugin
+
+    def __call__(self, task: PodInfo) -> None:
+        self.plugin._on_change(task, +1.0)
+
+    def many(self, tasks: list[PodInfo]) -> None:
+        self.plugin._on_allocated(tasks)
 
 
 def _factory(args: dict[str, str]) -> ProportionPlugin:
