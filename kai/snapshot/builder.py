@@ -271,6 +271,7 @@ class SnapshotBuilder:
         self._shared_selectors: dict[tuple[Any, ...], tuple[tuple[str, str], ...]] = {}  # nodeSelector content
         self._shared_labels: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # pod labels content -> _pod_labels
         self._group_specs: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # PodGroup spec content -> derived values
+        self._last_group_spec: tuple[Any, Any, Any] = (None, None, None)  # the last spec found in it (_podgroup)
         self._leaf_queues: set[str] = set()  # queues _check_queue accepted
         self._claimed: set[int] = set()  # ids of the Pod dicts with spec.resourceClaims (_pod finds them)
         self.by_kind: dict[str, list[dict[str, Any]]] = {
@@ -643,6 +644,7 @@ class SnapshotBuilder:
         queues[keys.DEFAULT_PARENT_QUEUE].children.append(keys.DEFAULT_QUEUE)
         self._leaf_queues.clear()  # the parent queue has a child now: what was checked against it is not
         self._group_specs.clear()
+        self._last_group_spec = (None, None, None)
         self.warnings.append(f"queue {keys.DEFAULT_QUEUE} is not in the snapshot: using KAI's default queues")
 
     def _priority(self, class_name: str) -> int:
@@ -856,12 +858,21 @@ class SnapshotBuilder:
         meta, spec = obj["metadata"], obj.get("spec") or {}
         key = shared = None
         if type(spec) is dict:
-            # 1 == 1.0 == True: kept only for text, but for minMember, whose type is part of the key
-            key = (tuple(spec.items()), type(spec.get("minMember")))
-            try:
-                shared = self._group_specs.get(key)
-            except TypeError:  # subGroups, a topology constraint (lists, maps): checked in full below
-                key = None
+            last_spec, last_type, last_shared = self._last_group_spec
+            min_type = type(spec.get("minMember"))
+            # A spec equal to the last one kept (text but for minMember, whose type must match: 1 == True)
+            # is that one; two maps compare in C, without the key's tuples.
+            if min_type is last_type and spec == last_spec:
+                shared = last_shared
+            else:
+                # 1 == 1.0 == True: kept only for text, but for minMember, whose type is part of the key
+                key = (tuple(spec.items()), min_type)
+                try:
+                    shared = self._group_specs.get(key)
+                except TypeError:  # subGroups, a topology constraint (lists, maps): checked in full below
+                    key = None
+                if shared is not None:
+                    self._last_group_spec = (spec, min_type, shared)
         if shared is None:
             before = len(self.problems)
             group = self._podgroup_checked(obj, meta, spec, queues)
@@ -878,6 +889,7 @@ class SnapshotBuilder:
                     group.preemptible,
                     group.min_member,
                 )
+                self._last_group_spec = (spec, key[1], self._group_specs[key])
             return group
         # A spec already checked (so without sub-groups or a topology constraint): the metadata's checks.
         raw_time = meta.get("creationTimestamp")

@@ -234,3 +234,29 @@ def test_a_pod_written_as_others_but_sharing_a_gpu_is_read_in_full() -> None:
     assert [p.obj for p in result.problems] == ["Pod ns/whole"]
     pods = {p.name: p for g in result.snapshot.podgroups.values() for p in g.pods}
     assert (pods["half"].gpu.whole, pods["half"].gpu.fraction) == (0, 0.5)
+
+
+def test_a_podgroup_spec_equal_to_the_last_but_for_the_type_of_min_member_is_read_as_written() -> None:
+    """Specs equal to the one before are that one's, but minMember True equals 1 and is no number."""
+    first, boolean, again = podgroup("first", "q"), podgroup("boolean", "q"), podgroup("again", "q")
+    boolean["spec"]["minMember"] = True
+    result = build_snapshot([node("n1"), queue("q"), first, boolean, again], NOW)
+    assert [(p.obj, p.field, p.message) for p in result.problems] == [
+        ("PodGroup ns/boolean", "spec.minMember", "must be a whole number >= 1, got True")
+    ]
+    assert set(result.snapshot.podgroups) == {"ns/again", "ns/first"}
+
+
+def test_a_podgroup_spec_equal_to_the_last_is_checked_again_once_the_default_queues_are_added() -> None:
+    """A leaf queue named as KAI's default parent queue runs jobs until a job names the default queue,
+    which makes it that queue's parent: a spec equal to the last one kept is then checked again (the
+    job naming the default queue has a problem of its own, so its spec is not kept in its place)."""
+    before, default, after = (podgroup(n, "default-parent-queue") for n in ("before", "default", "after"))
+    default["spec"]["queue"] = "default-queue"
+    default["spec"]["preemptibility"] = "sometimes"
+    result = build_snapshot([node("n1"), queue("default-parent-queue"), before, default, after], NOW)
+    assert [(p.obj, p.message) for p in result.problems] == [
+        ("PodGroup ns/default", "must be preemptible or non-preemptible, got 'sometimes'"),
+        ("PodGroup ns/after", "names queue 'default-parent-queue', which has child queues (only leaf queues run jobs)"),
+    ]
+    assert set(result.snapshot.podgroups) == {"ns/before"}
