@@ -24,7 +24,7 @@ from kai.api.errors import Problem
 from kai.api.gpusharing import MPS_ANNOTATION, parse_gpu_sharing
 from kai.api.quantity import QuantityError, as_float, cpu_millis
 from kai.api.queuevalues import odd_queue_values
-from kai.api.timeutil import parse_duration, parse_time
+from kai.api.timeutil import parse_duration, parse_time, parse_time_text
 from kai.model import (
     CPU,
     DEFAULT_SUBGROUP,
@@ -271,6 +271,7 @@ class SnapshotBuilder:
         self._shared_selectors: dict[tuple[Any, ...], tuple[tuple[str, str], ...]] = {}  # nodeSelector content
         self._shared_labels: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # pod labels content -> _pod_labels
         self._group_specs: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # PodGroup spec content -> derived values
+        self._last_group_spec: tuple[Any, Any, Any] = (None, None, None)  # the last spec found in it (_podgroup)
         self._leaf_queues: set[str] = set()  # queues _check_queue accepted
         self._claimed: set[int] = set()  # ids of the Pod dicts with spec.resourceClaims (_pod finds them)
         self.by_kind: dict[str, list[dict[str, Any]]] = {
@@ -283,6 +284,15 @@ class SnapshotBuilder:
         # kind -> apiVersion -> its list (two lookups cost less than making, hashing and comparing a pair)
         targets: dict[Any, dict[Any, list[dict[str, Any]] | None]] = {}
         for obj in objects:
+            # The common object (a kind already seen, a metadata map with a name) in subscripts alone; a
+            # lookup that fails (KeyError, TypeError) or a kind not read (None has no append) goes below.
+            try:
+                meta = obj["metadata"]
+                if type(meta) is dict and meta["name"]:
+                    targets[obj["kind"]][obj["apiVersion"]].append(obj)  # type: ignore[union-attr]
+                    continue
+            except (KeyError, TypeError, AttributeError):
+                pass
             kind = obj.get("kind")
             try:
                 target = targets[kind][obj.get("apiVersion")]
@@ -621,7 +631,7 @@ class SnapshotBuilder:
             return parse_time(raw)
         found = self._times.get(raw)
         if found is None:
-            found = self._times[raw] = parse_time(raw)
+            found = self._times[raw] = parse_time_text(raw)
         return found
 
     def _ensure_default_queues(self, queues: dict[str, QueueInfo]) -> None:
@@ -634,6 +644,7 @@ class SnapshotBuilder:
         queues[keys.DEFAULT_PARENT_QUEUE].children.append(keys.DEFAULT_QUEUE)
         self._leaf_queues.clear()  # the parent queue has a child now: what was checked against it is not
         self._group_specs.clear()
+        self._last_group_spec = (None, None, None)
         self.warnings.append(f"queue {keys.DEFAULT_QUEUE} is not in the snapshot: using KAI's default queues")
 
     def _priority(self, class_name: str) -> int:
@@ -847,12 +858,21 @@ class SnapshotBuilder:
         meta, spec = obj["metadata"], obj.get("spec") or {}
         key = shared = None
         if type(spec) is dict:
-            # 1 == 1.0 == True: kept only for text, but for minMember, whose type is part of the key
-            key = (tuple(spec.items()), type(spec.get("minMember")))
-            try:
-                shared = self._group_specs.get(key)
-            except TypeError:  # subGroups, a topology constraint (lists, maps): checked in full below
-                key = None
+            last_spec, last_type, last_shared = self._last_group_spec
+            min_type = type(spec.get("minMember"))
+            # A spec equal to the last one kept (text but for minMember, whose type must match: 1 == True)
+            # is that one; two maps compare in C, without the key's tuples.
+            if min_type is last_type and spec == last_spec:
+                shared = last_shared
+            else:
+                # 1 == 1.0 == True: kept only for text, but for minMember, whose type is part of the key
+                key = (tuple(spec.items()), min_type)
+                try:
+                    shared = self._group_specs.get(key)
+                except TypeError:  # subGroups, a topology constraint (lists, maps): checked in full below
+                    key = None
+                if shared is not None:
+                    self._last_group_spec = (spec, min_type, shared)
         if shared is None:
             before = len(self.problems)
             group = self._podgroup_checked(obj, meta, spec, queues)
@@ -869,6 +889,7 @@ class SnapshotBuilder:
                     group.preemptible,
                     group.min_member,
                 )
+                self._last_group_spec = (spec, key[1], self._group_specs[key])
             return group
         # A spec already checked (so without sub-groups or a topology constraint): the metadata's checks.
         raw_time = meta.get("creationTimestamp")
@@ -877,7 +898,13 @@ class SnapshotBuilder:
         else:
             creation = self._times.get(raw_time) if type(raw_time) is str else None
             if creation is None:
-                creation = self._timestamp("PodGroup", obj)
+                try:
+                    if type(raw_time) is str:
+                        creation = self._times[raw_time] = parse_time_text(raw_time)
+                except ValueError:
+                    pass
+                if creation is None:
+                    creation = self._timestamp("PodGroup", obj)  # (a datetime, or the problem)
         annotations = meta.get("annotations")
         last_start = stale_since = None
         if annotations:
@@ -1052,6 +1079,94 @@ class SnapshotBuilder:
         status = obj.get("status") or {}
         namespace = str(meta.get("namespace") or "default")
         raw_labels = meta.get("labels")
+        containers = spec.get("containers")
+        annotations = meta.get("annotations")
+        raw_time = meta.get("creationTimestamp")
+        if (
+            type(containers) is list
+            and len(containers) == 1
+            and _RARE_SPEC_KEYS.isdisjoint(spec)
+            and (not annotations or _GPU_SHARING_KEYS.isdisjoint(annotations))
+            and (raw_time is None or type(raw_time) is str)
+        ):
+            # The common pod: one container without ports, requests and GPU request as an earlier pod's, a
+            # known timestamp, a phase; read here as the general path below would read it. Anything else,
+            # and anything that would be a problem, is left to the general path.
+            container = containers[0]
+            if type(container) is dict and not container.get("ports"):
+                res = container.get("resources")
+                try:
+                    if res:
+                        limits, asked = res.get("limits"), res.get("requests")
+                        plain_key = (tuple(limits.items()) if limits else (), tuple(asked.items()) if asked else ())
+                    else:
+                        plain_key = ((), ())
+                    shared = self._plain_requests.get(plain_key)
+                except (AttributeError, TypeError):
+                    shared = None
+                if raw_time is None:
+                    creation: float | None = 0.0
+                else:
+                    creation = self._times.get(raw_time)
+                    if creation is None:
+                        try:
+                            creation = self._times[raw_time] = parse_time_text(raw_time)
+                        except ValueError:  # the general path names the problem
+                            creation = None
+                phase = status.get("phase") or "Pending"
+                if shared is not None and shared[1] is not None and creation is not None:
+                    node_name = spec.get("nodeName")
+                    if phase == "Running" or phase == "Pending" or phase == "Unknown":
+                        if node_name:
+                            pod_status = _RELEASING if meta.get("deletionTimestamp") else _RUNNING
+                        else:
+                            pod_status = _SUCCEEDED if meta.get("deletionTimestamp") else _PENDING
+                    elif phase == "Succeeded":
+                        pod_status = _SUCCEEDED
+                    elif phase == "Failed":
+                        pod_status = _FAILED
+                    else:
+                        pod_status = None
+                    if pod_status is not None:
+                        if raw_labels:
+                            parts = None
+                            if type(raw_labels) is dict:
+                                try:
+                                    parts = self._shared_labels.get(tuple(raw_labels.items()))
+                                except TypeError:
+                                    parts = None
+                            labels, groups, task_priority, subgroup = parts or self._pod_labels(raw_labels)
+                        else:
+                            labels, groups, task_priority, subgroup = _NO_LABELS
+                        name = meta["name"]
+                        pod = _new(PodInfo)
+                        _init_pod(
+                            pod,
+                            namespace,
+                            name,
+                            str(meta.get("uid") or f"{namespace}/{name}"),
+                            creation,
+                            shared[0],
+                            shared[1],
+                            pod_status,
+                            str(node_name or ""),
+                            groups,
+                            str(spec.get("schedulerName") or "default-scheduler"),
+                            "",
+                            subgroup,
+                            labels,
+                            task_priority,
+                            (),
+                            (),
+                            (),
+                            "",
+                            obj,
+                            None,
+                            (),
+                            (),
+                            str(status.get("nominatedNodeName") or ""),
+                        )
+                        return pod
         if raw_labels:
             parts = None
             if type(raw_labels) is dict:
