@@ -42,6 +42,17 @@ _PREEMPTIBLE = attrgetter("preemptible")
 _MIN_MEMBER = attrgetter("min_member")
 _GIVEN_LEAVES, _FIRST = attrgetter("_leaves"), itemgetter(0)
 SEVERAL_LEAVES = int(np.iinfo(np.int64).min)  # leaf_minimum of a job without exactly one leaf
+# The pod attributes the plugins ask `pod_flag` about (nodeports, podaffinity, volumes, nominatednode,
+# dynamicresources), each with its value on a pod without it.
+USUAL_FLAGS: dict[str, Any] = {
+    "host_ports": (),
+    "pod_affinity": None,
+    "claims": (),
+    "nominated_node": "",
+    "resource_claims": (),
+}
+_USUAL = attrgetter(*USUAL_FLAGS)
+_USUAL_EMPTY = tuple(USUAL_FLAGS.values())
 
 
 def leaf_minimum(jobs: list[PodGroupInfo]) -> np.ndarray:
@@ -55,6 +66,12 @@ def leaf_minimum(jobs: list[PodGroupInfo]) -> np.ndarray:
     out = np.full(len(jobs), SEVERAL_LEAVES, dtype=np.int64)
     out[one] = [leaves[i][0].min_member for i in np.flatnonzero(one).tolist()]
     return out
+
+
+def used_numbers(numbers: np.ndarray, size: int) -> np.ndarray:
+    """`np.unique(numbers)` for numbers in range(size) (sorted, each once), by counting: much cheaper than
+    the hashing or sorting np.unique does on a long column of few distinct numbers."""
+    return np.flatnonzero(np.bincount(numbers, minlength=size))
 
 
 def status_mask(statuses: Iterable[PodStatus]) -> np.ndarray:
@@ -134,8 +151,10 @@ class PodTable:
         self.reused = 0  # jobs whose rows were copied from an earlier table
         self._job_of: np.ndarray | None = None
         self._position: dict[str, int] | None = None
+        self._queue_numbers: tuple[list[str], np.ndarray] | None = None
         self._minima: np.ndarray | None = None  # leaf_minimum of the jobs last read, if read on the way
         self._pod_flags: dict[str, np.ndarray] = {}
+        self._probed = False  # the USUAL_FLAGS looked at in one pass (see pod_flag)
         self._job_flags: dict[str, tuple[JobFlags, np.ndarray]] = {}
 
     @property
@@ -149,6 +168,18 @@ class PodTable:
             self._position = dict(zip(self.keys, range(len(self.keys)), strict=True))
         return self._position
 
+    def queue_numbers(self) -> tuple[list[str], np.ndarray]:
+        """The jobs' queues, each once in job order, and per job the number of its queue in that list
+        (worked out once per table: the session's queue sums and job scans share it)."""
+        if self._queue_numbers is None:
+            names = list(dict.fromkeys(self.queue))
+            number = dict(zip(names, range(len(names)), strict=True))
+            self._queue_numbers = (
+                names,
+                np.fromiter(map(number.__getitem__, self.queue), dtype=np.intp, count=len(self.queue)),
+            )
+        return self._queue_numbers
+
     @property
     def job_of(self) -> np.ndarray:
         """Per pod, the position of its job in `jobs`."""
@@ -158,9 +189,17 @@ class PodTable:
 
     def pod_flag(self, attribute: str) -> np.ndarray:
         """Per pod, whether its `attribute` is truthy (e.g. `host_ports`): read once per table, and for a
-        table made from an earlier one, only for the pods it read."""
+        table made from an earlier one, only for the pods it read. The first ask for one of the attributes
+        plugins ask about (USUAL_FLAGS) looks at all of them in one pass over the pods: when every pod has
+        each at its usual empty value (the common case), every one of them is answered at once."""
         flag = self._pod_flags.get(attribute)
         if flag is None:
+            if attribute in USUAL_FLAGS and not self._probed:
+                self._probed = True
+                if not any(map(_USUAL_EMPTY.__ne__, map(_USUAL, self.pods))):
+                    for name in USUAL_FLAGS:
+                        self._pod_flags.setdefault(name, np.zeros(len(self.pods), dtype=bool))
+                    return self._pod_flags[attribute]
             flag = self._pod_flags[attribute] = _truthy(self.pods, attribute)
         return flag
 
