@@ -85,7 +85,10 @@ def _as_now(job: PodGroupInfo) -> tuple[bool, bool]:
 
 def _stale_instant(jobs: list[PodGroupInfo]) -> np.ndarray:
     """Per job: whether it carries a stale instant."""
-    return np.fromiter(map(is_not, map(_STALE_SINCE, jobs), repeat(None)), dtype=bool, count=len(jobs))
+    instants = list(map(_STALE_SINCE, jobs))
+    if instants.count(None) == len(instants):  # the common answer, counted in C
+        return np.zeros(len(jobs), dtype=bool)
+    return np.fromiter(map(is_not, instants, repeat(None)), dtype=bool, count=len(jobs))
 
 
 def scan_jobs(ssn: Session) -> JobScan:

@@ -42,17 +42,6 @@ _PREEMPTIBLE = attrgetter("preemptible")
 _MIN_MEMBER = attrgetter("min_member")
 _GIVEN_LEAVES, _FIRST = attrgetter("_leaves"), itemgetter(0)
 SEVERAL_LEAVES = int(np.iinfo(np.int64).min)  # leaf_minimum of a job without exactly one leaf
-# The pod attributes the plugins ask `pod_flag` about (nodeports, podaffinity, volumes, nominatednode,
-# dynamicresources), each with its value on a pod without it.
-USUAL_FLAGS: dict[str, Any] = {
-    "host_ports": (),
-    "pod_affinity": None,
-    "claims": (),
-    "nominated_node": "",
-    "resource_claims": (),
-}
-_USUAL = attrgetter(*USUAL_FLAGS)
-_USUAL_EMPTY = tuple(USUAL_FLAGS.values())
 
 
 def leaf_minimum(jobs: list[PodGroupInfo]) -> np.ndarray:
@@ -154,7 +143,6 @@ class PodTable:
         self._queue_numbers: tuple[list[str], np.ndarray] | None = None
         self._minima: np.ndarray | None = None  # leaf_minimum of the jobs last read, if read on the way
         self._pod_flags: dict[str, np.ndarray] = {}
-        self._probed = False  # the USUAL_FLAGS looked at in one pass (see pod_flag)
         self._job_flags: dict[str, tuple[JobFlags, np.ndarray]] = {}
 
     @property
@@ -189,17 +177,9 @@ class PodTable:
 
     def pod_flag(self, attribute: str) -> np.ndarray:
         """Per pod, whether its `attribute` is truthy (e.g. `host_ports`): read once per table, and for a
-        table made from an earlier one, only for the pods it read. The first ask for one of the attributes
-        plugins ask about (USUAL_FLAGS) looks at all of them in one pass over the pods: when every pod has
-        each at its usual empty value (the common case), every one of them is answered at once."""
+        table made from an earlier one, only for the pods it read."""
         flag = self._pod_flags.get(attribute)
         if flag is None:
-            if attribute in USUAL_FLAGS and not self._probed:
-                self._probed = True
-                if not any(map(_USUAL_EMPTY.__ne__, map(_USUAL, self.pods))):
-                    for name in USUAL_FLAGS:
-                        self._pod_flags.setdefault(name, np.zeros(len(self.pods), dtype=bool))
-                    return self._pod_flags[attribute]
             flag = self._pod_flags[attribute] = _truthy(self.pods, attribute)
         return flag
 
@@ -245,7 +225,9 @@ class PodTable:
         self, jobs: list[PodGroupInfo], node_index: dict[str, int]
     ) -> tuple[np.ndarray, PodColumns, list[str], np.ndarray]:
         """The rows of these jobs' pods, read from the objects."""
-        leaves = list(map(_LEAVES, jobs))
+        leaves = list(map(_GIVEN_LEAVES, jobs))  # as given by whoever made the jobs, mostly: read in C
+        if None in leaves:
+            leaves = list(map(_LEAVES, jobs))
         flat = _joined(leaves)
         pod_lists = list(map(_PODS, flat))
         sizes = np.fromiter(map(len, pod_lists), dtype=np.intp, count=len(flat))
