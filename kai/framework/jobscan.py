@@ -26,6 +26,7 @@ _PLACED = frozenset({PodStatus.RUNNING, PodStatus.ALLOCATED})
 _PLACED_CODES = status_mask(_PLACED)
 _ACTIVE_CODES = status_mask(ACTIVE)
 _STALE_SINCE = attrgetter("stale_since")
+_JOB_KEY = attrgetter("job_key")
 
 
 @dataclass(slots=True)
@@ -115,10 +116,10 @@ def scan_jobs(ssn: Session) -> JobScan:
     maybe_stale = ~one | ((active > 0) & (active < minimum))  # _maybe_stale, likewise
     moved = moved_pods(ssn)
     if moved:  # the jobs a statement changed since: as they are now
-        for key in {pod.job_key for pod in moved}:
-            i = ssn.job_position(key)
-            if i is not None:
-                running[i], maybe_stale[i] = _as_now(table.jobs[i])
+        at = [i for i in map(ssn.job_position, set(map(_JOB_KEY, moved))) if i is not None]
+        if at:
+            now = list(map(_as_now, map(table.jobs.__getitem__, at)))
+            running[at], maybe_stale[at] = zip(*now, strict=True)
     check = table.job_flag("stale instant", _stale_instant) | (~running & maybe_stale)
     # One outcome per queue with a plainly running job, each such job's taken by its queue's number.
     names, queue_of = table.queue_numbers()
@@ -176,4 +177,4 @@ def last_scan(ssn: Session) -> tuple[JobScan, set[str]] | None:
     scan: JobScan | None = ssn.state.get("job scan")
     if scan is None:
         return None
-    return scan, {pod.job_key for pod in moved_pods(ssn)[scan.moves :]}
+    return scan, set(map(_JOB_KEY, moved_pods(ssn)[scan.moves :]))
