@@ -201,32 +201,36 @@ class ProportionPlugin:
             vectors.append(self.queue_vector(pods[i]))
         table_rows = np.array(vectors)
         depth = max(map(len, down))
-        # Per depth from the root: each queue's row at that depth of the path (-1: the path is shorter). A
-        # queue sits at one depth in every path through it, so one bincount per depth adds, for each queue,
-        # its pods' vectors in pod order, as one update at a time would: the same sums to the bit.
-        at_depth = [np.array([p[d] if len(p) > d else -1 for p in down], dtype=np.intp) for d in range(depth)]
-        non_preemptible = ~table.preemptible[table.job_of]
-        targets = {
-            "allocated": counted & allocated,
-            "allocated_np": counted & allocated & non_preemptible,
-            "request": counted,
-        }
+        # Per depth from the root: each queue's row at that depth of the path (len(names), a bin of its own
+        # that is dropped, where the path is shorter). A queue sits at one depth in every path through it,
+        # so one bincount per depth adds, for each queue, its pods' vectors in pod order, as one update at
+        # a time would: the same sums to the bit. A pod outside a field adds 0.0 (x + 0.0 is x: the sums
+        # start at +0.0 and never become -0.0).
+        outside = len(names)
+        at_depth = [np.array([p[d] if len(p) > d else outside for p in down], dtype=np.intp) for d in range(depth)]
+        touched = sorted({row for path in down for row in path})
+        at = np.flatnonzero(counted)
+        queues_of_pods, slots = pod_queue[at], slot[at]
+        weights = [table_rows[:, c].take(slots) for c in range(3)]
+        placed = allocated[at]
+        non_preemptible = ~table.preemptible.take(table.job_of.take(at))
+        targets = {"allocated": placed, "allocated_np": placed & non_preemptible, "request": None}
+        rows_per_depth = [rows.take(queues_of_pods) for rows in at_depth]
         for field_name, mask in targets.items():
-            if not mask.any():
+            if mask is not None and not mask.any():
                 continue
-            sums = np.zeros((len(names), 3))
-            touched = np.zeros(len(names), dtype=bool)
-            queues_of_pods, slots = pod_queue[mask], slot[mask]
-            for rows in at_depth:
-                row = rows[queues_of_pods]
-                inside = row >= 0
-                row, rows_slots = row[inside], slots[inside]
-                touched[row] = True
+            field_weights = weights if mask is None else [np.where(mask, w, 0.0) for w in weights]
+            sums = np.zeros((outside + 1, 3))
+            present = np.zeros(outside + 1, dtype=bool)
+            for row in rows_per_depth:
+                chosen = row if mask is None else row[mask]
+                present[chosen] = True
                 for c in range(3):
-                    sums[:, c] += np.bincount(row, weights=table_rows[rows_slots, c], minlength=len(names))
-            for i in np.flatnonzero(touched).tolist():
-                setattr(self.attrs[names[i]], field_name, sums[i].copy())
-                self.attrs[names[i]].floats = None
+                    sums[:, c] += np.bincount(row, weights=field_weights[c], minlength=outside + 1)
+            for i in touched:
+                if present[i]:
+                    setattr(self.attrs[names[i]], field_name, sums[i].copy())
+                    self.attrs[names[i]].floats = None
 
     @staticmethod
     def _total(ssn: Session) -> np.ndarray:
