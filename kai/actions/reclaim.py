@@ -24,11 +24,17 @@ def pending_jobs(ssn: Session) -> list[PodGroupInfo]:
     moves = len(moved_pods(ssn))
     kept: tuple[int, list[PodGroupInfo]] | None = ssn.state.get("ready pending jobs")
     if kept is None or kept[0] != moves:
-        kept = ssn.state["ready pending jobs"] = (
-            moves,
-            [job for job in ssn.jobs_with_pending() if job.has_pending() and job.is_ready()],
-        )
+        kept = ssn.state["ready pending jobs"] = (moves, list(filter(_ready_pending, ssn.jobs_with_pending())))
     return list(kept[1])
+
+
+def _ready_pending(job: PodGroupInfo) -> bool:
+    """job.has_pending() and job.is_ready(), with a job of one sub-group without pending pods (most, once
+    allocate ran) answered from its counts at once."""
+    leaves = job.leaves
+    if len(leaves) == 1 and not leaves[0].counts().get(PodStatus.PENDING):
+        return False
+    return job.has_pending() and job.is_ready()
 
 
 def running_preemptible(ssn: Session, job: PodGroupInfo) -> bool:
