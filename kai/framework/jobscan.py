@@ -116,10 +116,10 @@ def scan_jobs(ssn: Session) -> JobScan:
     maybe_stale = ~one | ((active > 0) & (active < minimum))  # _maybe_stale, likewise
     moved = moved_pods(ssn)
     if moved:  # the jobs a statement changed since: as they are now
-        at = [i for i in map(ssn.job_position, set(map(_JOB_KEY, moved))) if i is not None]
-        if at:
-            now = list(map(_as_now, map(table.jobs.__getitem__, at)))
-            running[at], maybe_stale[at] = zip(*now, strict=True)
+        jobs = table.jobs
+        for i in map(ssn.job_position, set(map(_JOB_KEY, moved))):
+            if i is not None:
+                running[i], maybe_stale[i] = _as_now(jobs[i])
     check = table.job_flag("stale instant", _stale_instant) | (~running & maybe_stale)
     # One outcome per queue with a plainly running job, each such job's taken by its queue's number.
     names, queue_of = table.queue_numbers()
