@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from kai.framework.action import register_action
 from kai.framework.session import Session
+from kai.framework.statement import moved_pods
 from kai.framework.victims import queue_details, run_evicting_action
 from kai.model import ACTIVE, PodGroupInfo, PodInfo, PodStatus
 
@@ -16,7 +17,24 @@ _PLACED_NOW = frozenset({PodStatus.ALLOCATED, PodStatus.PIPELINED})
 
 
 def pending_jobs(ssn: Session) -> list[PodGroupInfo]:
-    return [job for job in ssn.jobs_with_pending() if job.has_pending() and job.is_ready()]
+    """The jobs with pending pods that are ready (a new list: the caller may change it). A function of the
+    pods' statuses alone, which only a statement changes, logging each move: the list found is kept
+    while the log holds as many moves, so that consolidation, reclaim and preempt one after another
+    look at every job that had pending pods once, not three times."""
+    moves = len(moved_pods(ssn))
+    kept: tuple[int, list[PodGroupInfo]] | None = ssn.state.get("ready pending jobs")
+    if kept is None or kept[0] != moves:
+        kept = ssn.state["ready pending jobs"] = (moves, list(filter(_ready_pending, ssn.jobs_with_pending())))
+    return list(kept[1])
+
+
+def _ready_pending(job: PodGroupInfo) -> bool:
+    """job.has_pending() and job.is_ready(), with a job of one sub-group without pending pods (most, once
+    allocate ran) answered from its counts at once."""
+    leaves = job.leaves
+    if len(leaves) == 1 and not leaves[0].counts().get(PodStatus.PENDING):
+        return False
+    return job.has_pending() and job.is_ready()
 
 
 def running_preemptible(ssn: Session, job: PodGroupInfo) -> bool:

@@ -17,7 +17,7 @@ from operator import attrgetter, is_not
 import numpy as np
 
 from kai.framework.decisions import JobOutcome
-from kai.framework.podtable import SEVERAL_LEAVES, status_mask
+from kai.framework.podtable import SEVERAL_LEAVES, status_mask, used_numbers
 from kai.framework.session import Session
 from kai.framework.statement import moved_pods
 from kai.model import ACTIVE, PodGroupInfo, PodStatus
@@ -26,6 +26,7 @@ _PLACED = frozenset({PodStatus.RUNNING, PodStatus.ALLOCATED})
 _PLACED_CODES = status_mask(_PLACED)
 _ACTIVE_CODES = status_mask(ACTIVE)
 _STALE_SINCE = attrgetter("stale_since")
+_JOB_KEY = attrgetter("job_key")
 
 
 @dataclass(slots=True)
@@ -64,9 +65,31 @@ def _maybe_stale(job: PodGroupInfo) -> bool:
     return bool(active) and active < sub.min_member
 
 
+def _as_now(job: PodGroupInfo) -> tuple[bool, bool]:
+    """(plainly_running(job), _maybe_stale(job)), from one look at the counts of a job of one sub-group."""
+    leaves = job.leaves
+    if len(leaves) != 1:
+        return False, True
+    sub = leaves[0]
+    total = active = 0
+    placed = True
+    for status, n in sub.counts().items():
+        if n:
+            total += n
+            if status not in _PLACED:
+                placed = False
+            if status in ACTIVE:
+                active += n
+    minimum = sub.min_member
+    return placed and total > 0 and total >= minimum, bool(active) and active < minimum
+
+
 def _stale_instant(jobs: list[PodGroupInfo]) -> np.ndarray:
     """Per job: whether it carries a stale instant."""
-    return np.fromiter(map(is_not, map(_STALE_SINCE, jobs), repeat(None)), dtype=bool, count=len(jobs))
+    instants = list(map(_STALE_SINCE, jobs))
+    if instants.count(None) == len(instants):  # the common answer, counted in C
+        return np.zeros(len(jobs), dtype=bool)
+    return np.fromiter(map(is_not, instants, repeat(None)), dtype=bool, count=len(jobs))
 
 
 def scan_jobs(ssn: Session) -> JobScan:
@@ -93,20 +116,16 @@ def scan_jobs(ssn: Session) -> JobScan:
     maybe_stale = ~one | ((active > 0) & (active < minimum))  # _maybe_stale, likewise
     moved = moved_pods(ssn)
     if moved:  # the jobs a statement changed since: as they are now
-        position = table.position
-        for key in {pod.job_key for pod in moved}:
-            i = position.get(key)
+        jobs = table.jobs
+        for i in map(ssn.job_position, set(map(_JOB_KEY, moved))):
             if i is not None:
-                job = table.jobs[i]
-                running[i], maybe_stale[i] = plainly_running(job), _maybe_stale(job)
+                running[i], maybe_stale[i] = _as_now(jobs[i])
     check = table.job_flag("stale instant", _stale_instant) | (~running & maybe_stale)
     # One outcome per queue with a plainly running job, each such job's taken by its queue's number.
-    names = list(dict.fromkeys(table.queue))
-    number = {name: i for i, name in enumerate(names)}
-    queue_of = np.fromiter(map(number.__getitem__, table.queue), dtype=np.intp, count=len(table.queue))
+    names, queue_of = table.queue_numbers()
     choices = np.full(len(names) + 1, None, dtype=object)  # the last: None, for the other jobs
     by_queue: dict[str, JobOutcome] = {}
-    for i in np.unique(queue_of[running]).tolist():
+    for i in used_numbers(queue_of[running], len(names)).tolist():
         choices[i] = by_queue[names[i]] = JobOutcome(names[i], "Running", "", "")
     outcomes = choices[np.where(running, queue_of, len(names))].tolist()
     keys = table.keys
@@ -158,4 +177,4 @@ def last_scan(ssn: Session) -> tuple[JobScan, set[str]] | None:
     scan: JobScan | None = ssn.state.get("job scan")
     if scan is None:
         return None
-    return scan, {pod.job_key for pod in moved_pods(ssn)[scan.moves :]}
+    return scan, set(map(_JOB_KEY, moved_pods(ssn)[scan.moves :]))

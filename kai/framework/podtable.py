@@ -57,6 +57,12 @@ def leaf_minimum(jobs: list[PodGroupInfo]) -> np.ndarray:
     return out
 
 
+def used_numbers(numbers: np.ndarray, size: int) -> np.ndarray:
+    """`np.unique(numbers)` for numbers in range(size) (sorted, each once), by counting: much cheaper than
+    the hashing or sorting np.unique does on a long column of few distinct numbers."""
+    return np.flatnonzero(np.bincount(numbers, minlength=size))
+
+
 def status_mask(statuses: Iterable[PodStatus]) -> np.ndarray:
     """A lookup over status codes: `status_mask(S)[columns.status]` is True for the pods whose status is in S."""
     mask = np.zeros(len(STATUSES), dtype=bool)
@@ -134,6 +140,7 @@ class PodTable:
         self.reused = 0  # jobs whose rows were copied from an earlier table
         self._job_of: np.ndarray | None = None
         self._position: dict[str, int] | None = None
+        self._queue_numbers: tuple[list[str], np.ndarray] | None = None
         self._minima: np.ndarray | None = None  # leaf_minimum of the jobs last read, if read on the way
         self._pod_flags: dict[str, np.ndarray] = {}
         self._job_flags: dict[str, tuple[JobFlags, np.ndarray]] = {}
@@ -148,6 +155,18 @@ class PodTable:
         if self._position is None:
             self._position = dict(zip(self.keys, range(len(self.keys)), strict=True))
         return self._position
+
+    def queue_numbers(self) -> tuple[list[str], np.ndarray]:
+        """The jobs' queues, each once in job order, and per job the number of its queue in that list
+        (worked out once per table: the session's queue sums and job scans share it)."""
+        if self._queue_numbers is None:
+            names = list(dict.fromkeys(self.queue))
+            number = dict(zip(names, range(len(names)), strict=True))
+            self._queue_numbers = (
+                names,
+                np.fromiter(map(number.__getitem__, self.queue), dtype=np.intp, count=len(self.queue)),
+            )
+        return self._queue_numbers
 
     @property
     def job_of(self) -> np.ndarray:
@@ -206,7 +225,9 @@ class PodTable:
         self, jobs: list[PodGroupInfo], node_index: dict[str, int]
     ) -> tuple[np.ndarray, PodColumns, list[str], np.ndarray]:
         """The rows of these jobs' pods, read from the objects."""
-        leaves = list(map(_LEAVES, jobs))
+        leaves = list(map(_GIVEN_LEAVES, jobs))  # as given by whoever made the jobs, mostly: read in C
+        if None in leaves:
+            leaves = list(map(_LEAVES, jobs))
         flat = _joined(leaves)
         pod_lists = list(map(_PODS, flat))
         sizes = np.fromiter(map(len, pod_lists), dtype=np.intp, count=len(flat))

@@ -19,7 +19,7 @@ import numpy as np
 from kai.framework.config import SchedulerConfig
 from kai.framework.decisions import Decisions
 from kai.framework.gpushare import GpuCandidate, SharedGpus
-from kai.framework.podtable import CODE, PodColumns, PodTable, read_pods, status_mask
+from kai.framework.podtable import CODE, PodColumns, PodTable, read_pods, status_mask, used_numbers
 from kai.framework.status import SUCCESS, Status
 from kai.model import (
     ACTIVE,
@@ -365,11 +365,14 @@ class Session:
         columns = table.columns
         pending = columns.status == _PENDING_CODE
         waiting = np.flatnonzero(np.bincount(table.job_of[pending], minlength=len(table.jobs)))
-        self._with_pending: list[PodGroupInfo] = [table.jobs[i] for i in waiting.tolist()]  # see jobs_with_pending
+        rows = waiting.tolist()
+        self._with_pending: list[PodGroupInfo] = [table.jobs[i] for i in rows]  # see jobs_with_pending
+        self._pending_rows = rows
+        self._pending_position: dict[str, int] | None = None
         self._touched: dict[int, tuple[PodInfo, PodStatus, str, tuple[str, ...]]] = {}
         requests = table.requests.items
         extra = set(node_names)
-        for number in np.unique(columns.req).tolist():
+        for number in used_numbers(columns.req, len(requests)).tolist():
             extra.update(requests[number].names())
         self.space = ResourceSpace.build(extra)
         facts = previous.nodes if previous is not None and previous.nodes.space == self.space else None
@@ -432,6 +435,17 @@ class Session:
         pending jobs scan these (and check `has_pending` themselves) instead of every job."""
         return self._with_pending
 
+    def job_position(self, key: str) -> int | None:
+        """The job's position in the session's pod table (None: not one of its jobs). The jobs that had
+        pending pods as the session opened, whose pods the actions move most, are looked up in a map of
+        those alone; the whole table's map is made only for another job."""
+        found = self._pending_position
+        if found is None:
+            keys = self.table.keys
+            found = self._pending_position = {keys[i]: i for i in self._pending_rows}
+        at = found.get(key)
+        return at if at is not None else self.table.position.get(key)
+
     def touch(self, pod: PodInfo) -> None:
         """Remember the pod's state before the session first changes it."""
         if id(pod) not in self._touched:
@@ -465,7 +479,7 @@ class Session:
         at = np.concatenate(rows)
         if len(at):
             slots = np.concatenate(numbers)
-            used = np.unique(slots)
+            used = used_numbers(slots, len(requests))
             table_rows = np.zeros((len(requests), len(self.space.names)))
             for number in used.tolist():
                 table_rows[number] = self._vector_of(requests[number])

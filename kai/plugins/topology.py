@@ -39,10 +39,9 @@ means no candidate in step 3 either (fewer nodes, less room), so the trial is sk
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import reduce
-from operator import attrgetter, iadd
+from itertools import chain
+from operator import attrgetter
 
 import numpy as np
 
@@ -51,7 +50,7 @@ from kai.framework.placement import filter_nodes
 from kai.framework.plugin import register_plugin
 from kai.framework.session import EPS, NodeSubset, Session, SubsetRequest
 from kai.framework.status import Code, Status
-from kai.model import ACTIVE, PODS, PodGroupInfo, PodInfo, SubGroupInfo, TopologyConstraint, TopologyInfo
+from kai.model import ACTIVE, PODS, PodGroupInfo, PodInfo, TopologyConstraint, TopologyInfo
 
 ROOT = -1  # depth of the implicit root domain, which holds every node of the topology
 ROOT_NAME = "root"
@@ -428,17 +427,12 @@ def _answer_bytes(found: list[tuple[np.ndarray, np.ndarray | None, str]] | dict[
 
 
 def _constrained_jobs(jobs: list[PodGroupInfo]) -> np.ndarray:
-    """Per job, whether it (or a sub-group) names a topology: a look at every constraint first (in C), and
-    the precise check only when there is one."""
-    if not any(map(_TOPOLOGY, jobs)):
-        groups = list(map(_SUBGROUPS, jobs))
-        single = np.fromiter(map(len, groups), dtype=np.intp, count=len(groups)) == 1
-        if single.all():  # each job's one sub-group, without a list per job
-            subgroups: Iterable[SubGroupInfo] = map(next, map(iter, map(dict.values, groups)))
-        else:
-            subgroups = reduce(iadd, map(list, map(dict.values, groups)), [])
-        if not any(map(_TOPOLOGY, subgroups)):
-            return np.zeros(len(jobs), dtype=bool)
+    """Per job, whether it (or a sub-group) names a topology: a look at every constraint first (in C, the
+    sub-groups of every job in one chained pass), and the precise check only when there is one."""
+    if not any(map(_TOPOLOGY, jobs)) and not any(
+        map(_TOPOLOGY, chain.from_iterable(map(dict.values, map(_SUBGROUPS, jobs))))
+    ):
+        return np.zeros(len(jobs), dtype=bool)
     return np.fromiter(map(_constrained, jobs), dtype=bool, count=len(jobs))
 
 

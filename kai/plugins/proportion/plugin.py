@@ -5,7 +5,6 @@ checks (limits at every ancestor, non-preemptible work within deserved quota) an
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import repeat
 from operator import attrgetter
 from typing import Any
 
@@ -183,57 +182,71 @@ class ProportionPlugin:
             return
         names = list(self.attrs)
         position = {name: i for i, name in enumerate(names)}
-        paths: list[list[int]] = []  # per path number: the queues' rows, leaf first
-        path_of: dict[str, int] = {}  # queue -> its path's number
-        for queue in dict.fromkeys(table.queue):
-            if queue in self.attrs:
-                path_of[queue] = len(paths)
-                paths.append([position[q.name] for q in ssn.queue_path(queue)])
-        job_path = np.fromiter(map(path_of.get, table.queue, repeat(-1)), dtype=np.intp, count=len(table.queue))
-        pod_path = job_path[table.job_of]
+        # Per queue of the table's jobs (by its number, kai.framework.podtable.PodTable.queue_numbers): its
+        # path's rows from the root down (empty for a queue the session does not know).
+        queue_names, queue_of = table.queue_numbers()
+        down: list[list[int]] = []
+        for queue in queue_names:
+            path = [position[q.name] for q in ssn.queue_path(queue)] if queue in self.attrs else []
+            down.append(path[::-1])
+        known = np.fromiter(map(bool, down), dtype=bool, count=len(down))
+        pod_queue = queue_of[table.job_of]
         allocated = _ALLOCATED[columns.status]
-        counted = (pod_path >= 0) & (allocated | (columns.status == _PENDING))
+        counted = known[pod_queue] & (allocated | (columns.status == _PENDING))
         if not counted.any():
             return
-        # Each counted pod's queue vector, as a row of `vectors`: one per (Resources, GpuRequest) pair, but
-        # a gpu-memory pod's on its own (placed, it counts as its portion of its node's GPUs).
+        # Each counted pod's queue vector, as a row of `vectors`: one per (Resources, GpuRequest) pair (any pod
+        # of the pair gives it), but a gpu-memory pod's on its own (placed, it counts as its portion of its
+        # node's GPUs).
         gpus = table.gpus.items
         by_memory = np.fromiter((g.memory_mib > 0 for g in gpus), dtype=bool, count=len(gpus))[columns.gpu]
         pair = columns.req * len(gpus) + columns.gpu
         plain = counted & ~by_memory
-        _, first, inverse = np.unique(pair[plain], return_index=True, return_inverse=True)
-        pods = columns.pods
         plain_at = np.flatnonzero(plain)
-        vectors = [self.queue_vector(pods[i]) for i in plain_at[first].tolist()]
+        pairs = pair[plain_at]
+        present = np.bincount(pairs, minlength=len(table.requests.items) * len(gpus)) > 0
+        rank = np.cumsum(present) - 1  # a pair's row among the pairs present
+        some = np.empty(len(present), dtype=np.intp)
+        some[pairs] = plain_at  # a pod of each pair present
+        pods = columns.pods
+        vectors = [self.queue_vector(pods[i]) for i in some[np.flatnonzero(present)].tolist()]
         slot = np.empty(len(pods), dtype=np.intp)
-        slot[plain_at] = inverse.reshape(-1)
+        slot[plain_at] = rank[pairs]
         for i in np.flatnonzero(counted & by_memory).tolist():
             slot[i] = len(vectors)
             vectors.append(self.queue_vector(pods[i]))
         table_rows = np.array(vectors)
-        lengths = np.array([len(p) for p in paths], dtype=np.intp)
-        starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.intp)
-        flat = np.array([q for p in paths for q in p], dtype=np.intp)
-        non_preemptible = ~table.preemptible[table.job_of]
-        targets = {
-            "allocated": counted & allocated,
-            "allocated_np": counted & allocated & non_preemptible,
-            "request": counted,
-        }
+        depth = max(map(len, down))
+        # Per depth from the root: each queue's row at that depth of the path (len(names), a bin of its own
+        # that is dropped, where the path is shorter). A queue sits at one depth in every path through it,
+        # so one bincount per depth adds, for each queue, its pods' vectors in pod order, as one update at
+        # a time would: the same sums to the bit. A pod outside a field adds 0.0 (x + 0.0 is x: the sums
+        # start at +0.0 and never become -0.0).
+        outside = len(names)
+        at_depth = [np.array([p[d] if len(p) > d else outside for p in down], dtype=np.intp) for d in range(depth)]
+        touched = sorted({row for path in down for row in path})
+        at = np.flatnonzero(counted)
+        queues_of_pods, slots = pod_queue[at], slot[at]
+        weights = [table_rows[:, c].take(slots) for c in range(3)]
+        placed = allocated[at]
+        non_preemptible = ~table.preemptible.take(table.job_of.take(at))
+        targets = {"allocated": placed, "allocated_np": placed & non_preemptible, "request": None}
+        rows_per_depth = [rows.take(queues_of_pods) for rows in at_depth]
         for field_name, mask in targets.items():
-            if not mask.any():
+            if mask is not None and not mask.any():
                 continue
-            # Each pod's path spelled out, in pod order (the order one update at a time would add them).
-            numbers = pod_path[mask]
-            counts = lengths[numbers]
-            firsts = np.cumsum(counts) - counts
-            queues = flat[np.repeat(starts[numbers] - firsts, counts) + np.arange(int(counts.sum()), dtype=np.intp)]
-            values = table_rows[np.repeat(slot[mask], counts)]
-            # bincount adds in pod order, as np.add.at (one at a time) does: the same sums to the bit.
-            sums = np.stack([np.bincount(queues, weights=values[:, c], minlength=len(names)) for c in range(3)], axis=1)
-            for i in np.unique(queues).tolist():
-                setattr(self.attrs[names[i]], field_name, sums[i].copy())
-                self.attrs[names[i]].floats = None
+            field_weights = weights if mask is None else [np.where(mask, w, 0.0) for w in weights]
+            sums = np.zeros((outside + 1, 3))
+            present = np.zeros(outside + 1, dtype=bool)
+            for row in rows_per_depth:
+                chosen = row if mask is None else row[mask]
+                present[chosen] = True
+                for c in range(3):
+                    sums[:, c] += np.bincount(row, weights=field_weights[c], minlength=outside + 1)
+            for i in touched:
+                if present[i]:
+                    setattr(self.attrs[names[i]], field_name, sums[i].copy())
+                    self.attrs[names[i]].floats = None
 
     @staticmethod
     def _total(ssn: Session) -> np.ndarray:
