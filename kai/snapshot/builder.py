@@ -1079,94 +1079,6 @@ class SnapshotBuilder:
         status = obj.get("status") or {}
         namespace = str(meta.get("namespace") or "default")
         raw_labels = meta.get("labels")
-        containers = spec.get("containers")
-        annotations = meta.get("annotations")
-        raw_time = meta.get("creationTimestamp")
-        if (
-            type(containers) is list
-            and len(containers) == 1
-            and _RARE_SPEC_KEYS.isdisjoint(spec)
-            and (not annotations or _GPU_SHARING_KEYS.isdisjoint(annotations))
-            and (raw_time is None or type(raw_time) is str)
-        ):
-            # The common pod: one container without ports, requests and GPU request as an earlier pod's, a
-            # known timestamp, a phase; read here as the general path below would read it. Anything else,
-            # and anything that would be a problem, is left to the general path.
-            container = containers[0]
-            if type(container) is dict and not container.get("ports"):
-                res = container.get("resources")
-                try:
-                    if res:
-                        limits, asked = res.get("limits"), res.get("requests")
-                        plain_key = (tuple(limits.items()) if limits else (), tuple(asked.items()) if asked else ())
-                    else:
-                        plain_key = ((), ())
-                    shared = self._plain_requests.get(plain_key)
-                except (AttributeError, TypeError):
-                    shared = None
-                if raw_time is None:
-                    creation: float | None = 0.0
-                else:
-                    creation = self._times.get(raw_time)
-                    if creation is None:
-                        try:
-                            creation = self._times[raw_time] = parse_time_text(raw_time)
-                        except ValueError:  # the general path names the problem
-                            creation = None
-                phase = status.get("phase") or "Pending"
-                if shared is not None and shared[1] is not None and creation is not None:
-                    node_name = spec.get("nodeName")
-                    if phase == "Running" or phase == "Pending" or phase == "Unknown":
-                        if node_name:
-                            pod_status = _RELEASING if meta.get("deletionTimestamp") else _RUNNING
-                        else:
-                            pod_status = _SUCCEEDED if meta.get("deletionTimestamp") else _PENDING
-                    elif phase == "Succeeded":
-                        pod_status = _SUCCEEDED
-                    elif phase == "Failed":
-                        pod_status = _FAILED
-                    else:
-                        pod_status = None
-                    if pod_status is not None:
-                        if raw_labels:
-                            parts = None
-                            if type(raw_labels) is dict:
-                                try:
-                                    parts = self._shared_labels.get(tuple(raw_labels.items()))
-                                except TypeError:
-                                    parts = None
-                            labels, groups, task_priority, subgroup = parts or self._pod_labels(raw_labels)
-                        else:
-                            labels, groups, task_priority, subgroup = _NO_LABELS
-                        name = meta["name"]
-                        pod = _new(PodInfo)
-                        _init_pod(
-                            pod,
-                            namespace,
-                            name,
-                            str(meta.get("uid") or f"{namespace}/{name}"),
-                            creation,
-                            shared[0],
-                            shared[1],
-                            pod_status,
-                            str(node_name or ""),
-                            groups,
-                            str(spec.get("schedulerName") or "default-scheduler"),
-                            "",
-                            subgroup,
-                            labels,
-                            task_priority,
-                            (),
-                            (),
-                            (),
-                            "",
-                            obj,
-                            None,
-                            (),
-                            (),
-                            str(status.get("nominatedNodeName") or ""),
-                        )
-                        return pod
         if raw_labels:
             parts = None
             if type(raw_labels) is dict:
@@ -1177,9 +1089,6 @@ class SnapshotBuilder:
             labels, groups, task_priority, subgroup = parts or self._pod_labels(raw_labels)
         else:
             labels, groups, task_priority, subgroup = _NO_LABELS
-        annotations = meta.get("annotations") or {}
-        plain = _RARE_SPEC_KEYS.isdisjoint(spec)  # (a set's isdisjoint is the cheaper of the two)
-        requests = plain_gpu = None
         shared = None  # (requests, GPU request or None) of the pods whose one container is written alike
         container = None  # the only container of a one-container pod (a map)
         containers = spec.get("containers")
@@ -1196,6 +1105,76 @@ class SnapshotBuilder:
                 shared = self._plain_requests.get(plain_key)
             except (AttributeError, TypeError):  # not maps, or values that are not text: parsed below
                 shared = None
+        annotations = meta.get("annotations")
+        raw_time = meta.get("creationTimestamp")
+        if (
+            shared is not None
+            and shared[1] is not None
+            and not container.get("ports")  # type: ignore[union-attr]  # (shared: one container)
+            and _RARE_SPEC_KEYS.isdisjoint(spec)
+            and (not annotations or _GPU_SHARING_KEYS.isdisjoint(annotations))
+            and (raw_time is None or type(raw_time) is str)
+        ):
+            # The common pod: one container without ports, requests and GPU request as an earlier pod's, a
+            # known timestamp, a phase; read here as the general path below would read it. Anything else,
+            # and anything that would be a problem, is left to the general path.
+            if raw_time is None:
+                creation: float | None = 0.0
+            else:
+                creation = self._times.get(raw_time)
+                if creation is None:
+                    try:
+                        creation = self._times[raw_time] = parse_time_text(raw_time)
+                    except ValueError:  # the general path names the problem
+                        creation = None
+            phase = status.get("phase") or "Pending"
+            if creation is not None:
+                node_name = spec.get("nodeName")
+                if phase == "Running" or phase == "Pending" or phase == "Unknown":
+                    if node_name:
+                        pod_status = _RELEASING if meta.get("deletionTimestamp") else _RUNNING
+                    else:
+                        pod_status = _SUCCEEDED if meta.get("deletionTimestamp") else _PENDING
+                elif phase == "Succeeded":
+                    pod_status = _SUCCEEDED
+                elif phase == "Failed":
+                    pod_status = _FAILED
+                else:
+                    pod_status = None
+                if pod_status is not None:
+                    name = meta["name"]
+                    pod = _new(PodInfo)
+                    _init_pod(
+                        pod,
+                        namespace,
+                        name,
+                        str(meta.get("uid") or f"{namespace}/{name}"),
+                        creation,
+                        shared[0],
+                        shared[1],
+                        pod_status,
+                        str(node_name or ""),
+                        groups,
+                        str(spec.get("schedulerName") or "default-scheduler"),
+                        "",
+                        subgroup,
+                        labels,
+                        task_priority,
+                        (),
+                        (),
+                        (),
+                        "",
+                        obj,
+                        None,
+                        (),
+                        (),
+                        str(status.get("nominatedNodeName") or ""),
+                    )
+                    return pod
+        annotations = annotations or {}
+        plain = _RARE_SPEC_KEYS.isdisjoint(spec)  # (a set's isdisjoint is the cheaper of the two)
+        requests = plain_gpu = None
+        if container is not None:
             if shared is not None and (plain or not (spec.get("initContainers") or spec.get("overhead") is not None)):
                 requests, plain_gpu = shared
             else:
@@ -1213,9 +1192,8 @@ class SnapshotBuilder:
                         self._plain_requests[plain_key] = (requests, gpu)
         if gpu is None:
             gpu = self._gpu_request(obj, annotations, requests)
-        raw_time = meta.get("creationTimestamp")
         if raw_time is None:
-            creation: float | None = 0.0
+            creation = 0.0
         else:
             creation = self._times.get(raw_time) if type(raw_time) is str else None
             if creation is None:
