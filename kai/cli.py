@@ -23,7 +23,7 @@ from typer.core import TyperCommand, TyperGroup
 from kai import __version__
 from kai.api.errors import InvalidInput
 from kai.api.timeutil import parse_time
-from kai.console import Output, err, fail, load_config, read_yaml, warn
+from kai.console import Output, WholeHelpGroup, err, fail, load_config, read_yaml, warn
 
 # name -> (module, attribute: a command function or a Typer app, the one-line help `kai --help` shows)
 LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -58,7 +58,11 @@ LAZY_COMMANDS: dict[str, tuple[str, str, str]] = {
         "explain",
         "Why does this pod group wait, or why was it evicted? Ranked causes, offline (-f) or live (--kubeconfig).",
     ),
-    "dev-cluster": ("kai.devcluster.cli", "app", "A throw-away control plane (etcd, kube-apiserver, KWOK GPU nodes)."),
+    "dev-cluster": (
+        "kai.devcluster.cli",
+        "app",
+        "A throw-away control plane (etcd, kube-apiserver, kube-controller-manager, KWOK GPU nodes, Prometheus).",
+    ),
 }
 
 
@@ -89,10 +93,9 @@ def load_command(name: str) -> Any:
     return command
 
 
-class LazyGroup(TyperGroup):
-    """The `kai` group: its own commands, then the lazy ones, listed by name and imported when run. Each
-    is listed with its whole first paragraph of help, wrapped (as `short_help`: click would cut it at the
-    terminal's width)."""
+class LazyGroup(WholeHelpGroup):
+    """The `kai` group: its own commands, then the lazy ones, listed by name (with the text of
+    LAZY_COMMANDS) and imported when run."""
 
     def list_commands(self, ctx: Any) -> list[str]:
         return [*LAZY_COMMANDS, *(name for name in super().list_commands(ctx) if name not in LAZY_COMMANDS)]
@@ -101,10 +104,7 @@ class LazyGroup(TyperGroup):
         if cmd_name in LAZY_COMMANDS:  # for listing only: name and help, nothing imported
             text = LAZY_COMMANDS[cmd_name][2]
             return TyperCommand(cmd_name, help=text, short_help=text)
-        command = super().get_command(ctx, cmd_name)
-        if command is not None and not command.short_help and command.help:
-            command.short_help = command.help.strip().split("\n\n")[0]
-        return command
+        return super().get_command(ctx, cmd_name)
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         if args and args[0] in LAZY_COMMANDS:

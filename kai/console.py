@@ -10,11 +10,23 @@ from typing import Any
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperGroup
 
 from kai.api.errors import InvalidInput, Problem
 from kai.framework.config import SchedulerConfig
 
 err = Console(stderr=True, highlight=False)
+
+
+class WholeHelpGroup(TyperGroup):
+    """A command group that lists each command with the whole first paragraph of its help, wrapped (as
+    `short_help`), where click would cut it at the terminal's width."""
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None and not command.short_help and command.help:
+            command.short_help = command.help.strip().split("\n\n")[0]
+        return command
 
 
 class Output(StrEnum):

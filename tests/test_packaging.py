@@ -5,6 +5,7 @@ extra it needs; and `kai simulate` never imports the extras' packages."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import kai
-from kai.cli import LAZY_COMMANDS
+from kai.cli import LAZY_COMMANDS, load_command
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -23,6 +24,11 @@ DEMO = ["simulate", "-f", str(ROOT / "examples" / "cluster.yaml"), "--now", "202
 
 def run(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(a) for a in args], capture_output=True, text=True, cwd=cwd, timeout=300, check=False)
+
+
+def wrapped_text(text: str) -> str:
+    """Help text with its wrapping undone (a line broken after a hyphen joins without a space)."""
+    return " ".join(re.sub(r"-\n\s+", "-", text).split())
 
 
 def modules(*args: str) -> set[str]:
@@ -54,10 +60,29 @@ def test_kai_help_lists_every_command_whole_without_typers_rich_rendering() -> N
     assert modules("--help").isdisjoint({"typer.rich_utils", "rich.markdown", "markdown_it", "rich.traceback"})
     shown = run(BIN / "kai", "--help")
     assert shown.returncode == 0, shown.stderr
-    listed = " ".join(shown.stdout.split())
+    listed = wrapped_text(shown.stdout)
     for name, (_, _, text) in LAZY_COMMANDS.items():
         assert f"{name} {text}" in listed  # whole: not cut at the terminal's width
     assert "simulate Run scheduling rounds on a snapshot of plain Kubernetes YAML and print the decisions." in listed
+
+
+def test_a_lazy_commands_listed_text_is_the_first_paragraph_of_its_own_help() -> None:
+    # `kai --help` lists the lazy commands from LAZY_COMMANDS without importing them: the text must not
+    # drift from what the command says of itself
+    for name, (_, _, text) in LAZY_COMMANDS.items():
+        own = load_command(name).help or ""
+        assert " ".join(own.strip().split("\n\n")[0].split()) == text, name
+
+
+def test_dev_cluster_help_lists_each_subcommand_whole() -> None:
+    shown = run(BIN / "kai", "dev-cluster", "--help")
+    assert shown.returncode == 0, shown.stderr
+    listed = wrapped_text(shown.stdout)
+    group = load_command("dev-cluster")
+    assert sorted(group.commands) == ["down", "status", "up"]
+    for name, command in group.commands.items():
+        first = " ".join((command.help or "").strip().split("\n\n")[0].split())
+        assert first and f"{name} {first}" in listed, name
 
 
 def test_a_live_command_imports_its_extras_only_when_run() -> None:

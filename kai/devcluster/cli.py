@@ -20,10 +20,12 @@ from typing import Annotated, Any
 
 import typer
 
+from kai.console import WholeHelpGroup
 from kai.devcluster import build
 from kai.devcluster.controlplane import ControlPlane, ControlPlaneError, stop_process_group
 
 app = typer.Typer(
+    cls=WholeHelpGroup,
     help="A throw-away control plane (etcd, kube-apiserver, kube-controller-manager, KWOK GPU nodes, Prometheus).",
     no_args_is_help=True,
     rich_markup_mode=None,  # as kai's own (kai.cli)

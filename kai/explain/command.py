@@ -44,7 +44,9 @@ def explain(
     now: Annotated[str | None, typer.Option("--now", help="RFC 3339 instant of the cycle (offline).")] = None,
     output: Annotated[Output, typer.Option("-o", "--output", help="table or json.")] = Output.table,
 ) -> None:
-    """Why does this pod group wait (or why was it evicted)? Ranked causes, the first one the main one."""
+    """Why does this pod group wait, or why was it evicted? Ranked causes, offline (-f) or live (--kubeconfig).
+
+    The first cause is the main one."""
     from kai.cycle import ConfigError
 
     target = job or job_arg
