@@ -111,6 +111,7 @@ class _Scorer(RowScorer):
             state.levels = levels.tolist()
             state.order = list(range(1, len(levels) + 1))  # np.unique sorts
             state.level_of = {v: i + 1 for i, v in enumerate(state.levels)}
+            state.whole = all(map(_whole, state.levels))
             scored_codes = np.where(scored, codes, 0)
             state.scored_code = scored_codes.tolist()
             state.count = np.bincount(scored_codes, minlength=len(levels) + 1).tolist()
@@ -142,9 +143,8 @@ class _Scorer(RowScorer):
                 held = [MAX_SCORE * (1.0 - (a - old_low) / (old_high - old_low)) for a in amounts]
             # This row's amount when the values were computed, if every amount there is a whole number
             # (exact differences), else None.
-            was = float(levels[mine - 1]) if mine else None
-            if was is None or not all(_whole(a) for a in (*amounts, was, old_low, old_high)):
-                was = None
+            # (The bounds are amounts of `levels` too, so every level a whole number is enough.)
+            was = float(levels[mine - 1]) if mine and state.whole else None
             others = state.others = (row, amounts, held, was)
         amounts = others[1]
         # The bounds an update would find: those amounts, and this row's new one if it is still scored.
@@ -215,6 +215,8 @@ class _Scorer(RowScorer):
                             continue
                         code = state.level_of[free] = len(state.levels) + 1
                         state.levels.append(free)
+                        if not _whole(free):
+                            state.whole = False
                         state.count.append(0)
                         levels = state.levels
                         bisect.insort(state.order, code, key=lambda c: levels[c - 1])
@@ -287,6 +289,7 @@ class _Binpack:
         "order",
         "others",
         "scored_code",
+        "whole",
     )
 
     def __init__(self, col: int, has: np.ndarray, low_of: np.ndarray, high_of: np.ndarray) -> None:
@@ -299,6 +302,7 @@ class _Binpack:
         self.scored_code: list[int] = []  # per row: its code while it is a scored candidate, else 0
         self.count: list[int] = []  # per code: scored rows with it
         self.order: list[int] = []  # the codes by their free amount, least first
+        self.whole = False  # every amount in `levels` is a whole number (see _whole)
         # at_row's memo, until an update: (row, the other scored rows' amounts least first, their values,
         # the row's own amount then if every amount is a whole number)
         self.others: tuple[int, list[float], list[float], float | None] | None = None
