@@ -713,21 +713,106 @@ class SnapshotBuilder:
 
     # -- pod groups and pods --------------------------------------------------------------------
     def _podgroups_and_pods(self, snapshot: ClusterSnapshot) -> None:
-        queues = snapshot.queues
-        groups: dict[str, PodGroupInfo] = {}
-        convert_group = self._podgroup if self.memo is None else self._podgroup_of
-        for obj in self.by_kind["PodGroup"]:
-            group = convert_group(obj, queues)
-            if group is None:
-                continue
-            key = f"{group.namespace}/{group.name}"
-            if key in groups:
-                self._problem("PodGroup", obj, "metadata.name", "is defined twice")
-                continue
-            groups[key] = group
+        groups = self._podgroups(snapshot.queues)
         self._pods(snapshot, groups)
         ordered = sorted(groups)  # sorting the keys alone, and building the dict in C, is the fastest
         snapshot.podgroups = dict(zip(ordered, map(groups.__getitem__, ordered), strict=True))
+
+    def _podgroups(self, queues: dict[str, QueueInfo]) -> dict[str, PodGroupInfo]:
+        """Every PodGroup, by `namespace/name`. Without the memo, a PodGroup whose spec was kept (see
+        _podgroup) and whose creation timestamp is known or in the API server's form is read here, as
+        _podgroup reads it, and made slot by slot; any other goes to _podgroup."""
+        groups: dict[str, PodGroupInfo] = {}
+        if self.memo is not None:
+            for obj in self.by_kind["PodGroup"]:
+                group = self._podgroup_of(obj, queues)
+                if group is not None:
+                    self._add_group(groups, obj, group)
+            return groups
+        specs_get = self._group_specs.get
+        times = self._times
+        times_get = times.get
+        last_spec, last_type, last_shared = self._last_group_spec
+        for obj in self.by_kind["PodGroup"]:
+            meta = obj["metadata"]
+            spec = obj.get("spec")
+            try:
+                min_type = type(spec.get("minMember"))
+                # the spec as the last one kept, or as one kept before (see _podgroup)
+                if min_type is last_type and spec == last_spec:
+                    shared = last_shared
+                else:
+                    shared = specs_get((tuple(spec.items()), min_type))
+                    if shared is not None:
+                        last_spec, last_type, last_shared = spec, min_type, shared
+                raw_time = meta.get("creationTimestamp")
+                if raw_time is None:
+                    creation = 0.0
+                else:
+                    creation = times_get(raw_time)
+                    if creation is None:
+                        creation = times[raw_time] = parse_time_text(raw_time)  # (text alone has a len)
+            except (AttributeError, TypeError, ValueError):  # not a map, not text: read by _podgroup
+                shared = None
+            if shared is None:
+                self._last_group_spec = (last_spec, last_type, last_shared)
+                group = self._podgroup(obj, queues)
+                last_spec, last_type, last_shared = self._last_group_spec  # (or cleared by it)
+                if group is not None:
+                    self._add_group(groups, obj, group)
+                continue
+            annotations = meta.get("annotations")
+            last_start = stale_since = None
+            if annotations:
+                stamps = self._podgroup_stamps(obj, annotations)
+                if stamps is None:
+                    continue
+                last_start, stale_since = stamps
+            queue, priority, class_name, preemptible, min_member = shared
+            namespace = str(meta.get("namespace") or "default")
+            name = meta["name"]
+            key = f"{namespace}/{name}"
+            if key in groups:
+                self._problem("PodGroup", obj, "metadata.name", "is defined twice")
+                continue
+            # Both made slot by slot, as their __init__ would make them (a test checks every slot is set).
+            sub = _new(SubGroupInfo)
+            sub.name = DEFAULT_SUBGROUP
+            sub.min_member = min_member
+            sub.parent = ""
+            sub.topology = None
+            sub.children = []
+            sub.pods = []
+            sub._counts = None
+            sub._counted = -1
+            sub._version = 0
+            group = _new(PodGroupInfo)
+            group.namespace = namespace
+            group.name = name
+            group.uid = str(meta.get("uid") or key)
+            group.queue = queue
+            group.creation = creation
+            group.priority = priority
+            group.priority_class_name = class_name
+            group.preemptible = preemptible
+            group.min_member = min_member
+            group.subgroups = {DEFAULT_SUBGROUP: sub}
+            group.topology = None
+            group.last_start = last_start
+            group.stale_since = stale_since
+            group.implicit = False
+            group._leaves = [sub]  # its leaves (see _implicit_group)
+            group.memo = {}
+            groups[key] = group
+        self._last_group_spec = (last_spec, last_type, last_shared)
+        return groups
+
+    def _add_group(self, groups: dict[str, PodGroupInfo], obj: dict[str, Any], group: PodGroupInfo) -> None:
+        key = f"{group.namespace}/{group.name}"
+        if key in groups:
+            self._problem("PodGroup", obj, "metadata.name", "is defined twice")
+        else:
+            groups[key] = group
 
     def _pods(self, snapshot: ClusterSnapshot, groups: dict[str, PodGroupInfo]) -> None:
         """Every pod, converted and put in its job's sub-group.

@@ -168,8 +168,8 @@ def groups_of(objects: list[dict[str, Any]], memo: ConversionMemo | None) -> tup
 def test_a_podgroup_whose_spec_was_kept_is_made_as_the_general_path_makes_it() -> None:
     """Without the memo the PodGroup loop makes the groups whose spec it knows; with it, _podgroup does."""
     objects: list[dict[str, Any]] = [node("n1"), queue("q"), queue("r")]
-    for i in range(6):
-        group = podgroup(f"g{i}", "q" if i % 2 else "r", min_member=1 + i % 3, created=f"2026-01-01T0{i}:00:00Z")
+    for i in range(8):  # two specs taking turns: from the third on, each is one kept (but not the last)
+        group = podgroup(f"g{i}", "q" if i % 2 else "r", min_member=1 + i % 2, created=f"2026-01-01T0{i}:00:00Z")
         if i == 4:
             group["metadata"]["uid"] = "uid-4"
             group["metadata"]["annotations"] = {"kai.scheduler/last-start-timestamp": "2026-01-01T01:02:03Z"}
@@ -208,3 +208,22 @@ def test_a_podgroup_whose_spec_was_kept_still_has_its_metadata_checked() -> None
     ]
     assert problems == groups_of(objects, ConversionMemo())[1]
     assert set(groups) == {"ns/first", "ns/twice"}
+
+
+def test_a_podgroup_spec_is_not_taken_as_kept_once_the_default_queues_cleared_what_was_kept() -> None:
+    """The PodGroup loop keeps the last spec it found kept; a PodGroup naming KAI's default queue (read
+    by _podgroup) adds the default queues, which makes a leaf queue of that name a parent: what was kept
+    is forgotten, the loop's last spec too, and a later PodGroup of that queue is a problem."""
+    objects = [node("n1"), queue("default-parent-queue")]
+    objects += [podgroup(f"before{i}", "default-parent-queue") for i in range(2)]
+    default = podgroup("default", "default-queue")
+    objects += [default, podgroup("after", "default-parent-queue")]
+    groups, problems = groups_of(objects, None)
+    assert problems == [
+        (
+            "PodGroup ns/after",
+            "spec.queue",
+            "names queue 'default-parent-queue', which has child queues (only leaf queues run jobs)",
+        )
+    ]
+    assert set(groups) == {"ns/before0", "ns/before1", "ns/default"}
