@@ -125,6 +125,7 @@ GPU_SHARING_ANNOTATIONS = (
     MPS_ANNOTATION,
 )
 _GPU_SHARING_KEYS = frozenset(GPU_SHARING_ANNOTATIONS)
+_NO_RESOURCES: tuple[tuple[Any, ...], tuple[Any, ...]] = ((), ())  # the requests key of a container without any
 
 
 def _plain_content_key(spec: dict[str, Any]) -> tuple[Any, ...] | None:
@@ -264,6 +265,8 @@ class SnapshotBuilder:
         self._requests: dict[tuple[Any, ...], Resources] = {}  # pod request content -> its Resources
         # the same for text-only quantities, with the GPU request of such pods without sharing annotations
         self._plain_requests: dict[tuple[Any, ...], tuple[Resources, GpuRequest | None]] = {}
+        # those of them whose GPU request is known too (a second pod asked for it): the pod loop's common path
+        self._common_requests: dict[tuple[Any, ...], tuple[Resources, GpuRequest]] = {}
         self._gpu_requests: dict[int, tuple[Resources, GpuRequest]] = {}  # for pods without sharing annotations
         self._allocatables: dict[tuple[Any, ...], Resources] = {}  # node allocatable content -> its Resources
         self._times: dict[Any, float] = {}  # timestamps parsed, by their text (a cluster repeats a few thousand)
@@ -710,32 +713,257 @@ class SnapshotBuilder:
 
     # -- pod groups and pods --------------------------------------------------------------------
     def _podgroups_and_pods(self, snapshot: ClusterSnapshot) -> None:
-        queues = snapshot.queues
+        groups = self._podgroups(snapshot.queues)
+        self._pods(snapshot, groups)
+        ordered = sorted(groups)  # sorting the keys alone, and building the dict in C, is the fastest
+        snapshot.podgroups = dict(zip(ordered, map(groups.__getitem__, ordered), strict=True))
+
+    def _podgroups(self, queues: dict[str, QueueInfo]) -> dict[str, PodGroupInfo]:
+        """Every PodGroup, by `namespace/name`. Without the memo, a PodGroup whose spec was kept (see
+        _podgroup) and whose creation timestamp is known or in the API server's form is read here, as
+        _podgroup reads it, and made slot by slot; any other goes to _podgroup."""
         groups: dict[str, PodGroupInfo] = {}
-        convert_group = self._podgroup if self.memo is None else self._podgroup_of
+        if self.memo is not None:
+            for obj in self.by_kind["PodGroup"]:
+                group = self._podgroup_of(obj, queues)
+                if group is not None:
+                    self._add_group(groups, obj, group)
+            return groups
+        specs_get = self._group_specs.get
+        times = self._times
+        times_get = times.get
+        last_spec, last_type, last_shared = self._last_group_spec
         for obj in self.by_kind["PodGroup"]:
-            group = convert_group(obj, queues)
-            if group is None:
+            meta = obj["metadata"]
+            spec = obj.get("spec")
+            try:
+                min_type = type(spec.get("minMember"))
+                # the spec as the last one kept, or as one kept before (see _podgroup)
+                if min_type is last_type and spec == last_spec:
+                    shared = last_shared
+                else:
+                    shared = specs_get((tuple(spec.items()), min_type))
+                    if shared is not None:
+                        last_spec, last_type, last_shared = spec, min_type, shared
+                raw_time = meta.get("creationTimestamp")
+                if raw_time is None:
+                    creation = 0.0
+                else:
+                    creation = times_get(raw_time)
+                    if creation is None:
+                        creation = times[raw_time] = parse_time_text(raw_time)  # (text alone has a len)
+            except (AttributeError, TypeError, ValueError):  # not a map, not text: read by _podgroup
+                shared = None
+            if shared is None:
+                self._last_group_spec = (last_spec, last_type, last_shared)
+                group = self._podgroup(obj, queues)
+                last_spec, last_type, last_shared = self._last_group_spec  # (or cleared by it)
+                if group is not None:
+                    self._add_group(groups, obj, group)
                 continue
-            key = f"{group.namespace}/{group.name}"
+            annotations = meta.get("annotations")
+            last_start = stale_since = None
+            if annotations:
+                stamps = self._podgroup_stamps(obj, annotations)
+                if stamps is None:
+                    continue
+                last_start, stale_since = stamps
+            queue, priority, class_name, preemptible, min_member = shared
+            namespace = str(meta.get("namespace") or "default")
+            name = meta["name"]
+            key = f"{namespace}/{name}"
             if key in groups:
                 self._problem("PodGroup", obj, "metadata.name", "is defined twice")
                 continue
+            # Both made slot by slot, as their __init__ would make them (a test checks every slot is set).
+            sub = _new(SubGroupInfo)
+            sub.name = DEFAULT_SUBGROUP
+            sub.min_member = min_member
+            sub.parent = ""
+            sub.topology = None
+            sub.children = []
+            sub.pods = []
+            sub._counts = None
+            sub._counted = -1
+            sub._version = 0
+            group = _new(PodGroupInfo)
+            group.namespace = namespace
+            group.name = name
+            group.uid = str(meta.get("uid") or key)
+            group.queue = queue
+            group.creation = creation
+            group.priority = priority
+            group.priority_class_name = class_name
+            group.preemptible = preemptible
+            group.min_member = min_member
+            group.subgroups = {DEFAULT_SUBGROUP: sub}
+            group.topology = None
+            group.last_start = last_start
+            group.stale_since = stale_since
+            group.implicit = False
+            group._leaves = [sub]  # its leaves (see _implicit_group)
+            group.memo = {}
+            groups[key] = group
+        self._last_group_spec = (last_spec, last_type, last_shared)
+        return groups
+
+    def _add_group(self, groups: dict[str, PodGroupInfo], obj: dict[str, Any], group: PodGroupInfo) -> None:
+        key = f"{group.namespace}/{group.name}"
+        if key in groups:
+            self._problem("PodGroup", obj, "metadata.name", "is defined twice")
+        else:
             groups[key] = group
 
+    def _pods(self, snapshot: ClusterSnapshot, groups: dict[str, PodGroupInfo]) -> None:
+        """Every pod, converted and put in its job's sub-group.
+
+        The common pod is read here in one pass (each field once, the builder's caches as locals): one
+        container without ports whose requests and GPU request are an earlier pod's, none of the rarer
+        spec parts, no GPU-sharing annotation, a known phase and timestamp. It is made slot by slot, as
+        PodInfo's __init__ would make it, without the call. When it also names an existing PodGroup
+        whose sub-group is a leaf, runs on a known node or none, is ours and is not a duplicate, it is
+        put in its sub-group here too. Any other pod (and anything that would be a problem or a
+        warning) takes the general path: `_pod`, then the checks below, in the order they always had."""
+        queues = snapshot.queues
         node_names = {n.name for n in snapshot.nodes}
         seen: set[str] = set()
         seen_add = seen.add
         memo = self.memo
+        memo_get = memo.get if memo is not None else None
         claimed = self._claimed
-        convert = self._pod if memo is None else lambda obj: self._converted(obj, self._pod)
         scheduler_name = self.scheduler_name
         holding = (_RUNNING, _RELEASING)
         groups_get = groups.get
+        problems, warnings = self.problems, self.warnings
+        labels_get = self._shared_labels.get
+        common_get = self._common_requests.get
+        times = self._times
+        times_get = times.get
+        rare_disjoint = _RARE_SPEC_KEYS.isdisjoint
+        sharing_disjoint = _GPU_SHARING_KEYS.isdisjoint
+        pod_labels = self._pod_labels
         for obj in self.by_kind["Pod"]:
-            pod = convert(obj)
-            if pod is None:
+            meta = obj["metadata"]
+            pod = None
+            if memo_get is not None:
+                entry = memo_get(obj)
+                if entry is not None:
+                    problems.extend(entry[2])
+                    warnings.extend(entry[3])
+                    pod = entry[1]
+                    if pod is None:
+                        continue
+            placed = False
+            while pod is None:  # the common pod (a block to leave early: `break` leaves the pod to _pod)
+                spec, status = obj.get("spec"), obj.get("status")
+                # Parts that are not the maps or lists they should be raise below (AttributeError, TypeError,
+                # ValueError; no other is possible before the pod is made): _pod reads those.
+                try:
+                    if not spec or not rare_disjoint(spec):
+                        break
+                    annotations = meta.get("annotations")
+                    if annotations:
+                        group_name = annotations.get(POD_GROUP_ANNOTATION)
+                        if not sharing_disjoint(annotations):
+                            break
+                    else:
+                        group_name = None
+                    containers = spec.get("containers")
+                    if type(containers) is not list or len(containers) != 1:
+                        break
+                    container = containers[0]
+                    if container.get("ports"):
+                        break
+                    res = container.get("resources")
+                    if res:
+                        limits, asked = res.get("limits"), res.get("requests")
+                        shared = common_get(
+                            (tuple(limits.items()) if limits else (), tuple(asked.items()) if asked else ())
+                        )
+                    else:
+                        shared = common_get(_NO_RESOURCES)
+                    if shared is None:
+                        break
+                    raw_time = meta.get("creationTimestamp")
+                    if raw_time is None:
+                        creation = 0.0
+                    else:
+                        creation = times_get(raw_time)
+                        if creation is None:
+                            creation = times[raw_time] = parse_time_text(raw_time)  # (text alone has a len)
+                    raw_labels = meta.get("labels")
+                    labels, gpu_groups, task_priority, subgroup = (
+                        (labels_get(tuple(raw_labels.items())) or pod_labels(raw_labels)) if raw_labels else _NO_LABELS
+                    )
+                    phase = status.get("phase") or "Pending"
+                    node_name = spec.get("nodeName")
+                    known_node = not node_name or node_name in node_names
+                except (AttributeError, TypeError, ValueError):
+                    break
+                if phase == "Running" or phase == "Pending" or phase == "Unknown":
+                    if node_name:
+                        pod_status = _RELEASING if meta.get("deletionTimestamp") else _RUNNING
+                    else:
+                        pod_status = _SUCCEEDED if meta.get("deletionTimestamp") else _PENDING
+                elif phase == "Succeeded":
+                    pod_status = _SUCCEEDED
+                elif phase == "Failed":
+                    pod_status = _FAILED
+                else:
+                    break
+                namespace = str(meta.get("namespace") or "default")
+                name = meta["name"]
+                key = f"{namespace}/{name}"
+                scheduler = spec.get("schedulerName")
+                # Where the pod goes, when that needs none of the checks below.
+                sub = None
+                if group_name and key not in seen and known_node and scheduler == scheduler_name:
+                    group_key = f"{namespace}/{group_name}"
+                    group = groups_get(group_key)
+                    if group is not None:
+                        sub = group.subgroups.get(subgroup)
+                        if sub is not None and sub.children:
+                            sub = None
+                # Every slot set here, as PodInfo's __init__ would set it, without the call (the fields are
+                # listed in the class's order; a test checks that none is left out).
+                pod = _new(PodInfo)
+                pod.namespace = namespace
+                pod.name = name
+                pod.uid = str(meta.get("uid") or key)
+                pod.creation = creation
+                pod.requests, pod.gpu = shared
+                pod.status = pod_status
+                pod.node = str(node_name or "")
+                pod.gpu_groups = gpu_groups
+                pod.scheduler_name = str(scheduler or "default-scheduler")
+                pod.job_key = group_key if sub is not None else ""
+                pod.subgroup = subgroup
+                pod.labels = labels
+                pod.task_priority = task_priority
+                pod.node_selector = ()
+                pod.required_affinity = ()
+                pod.tolerations = ()
+                pod.priority_class_name = ""
+                pod.raw = obj
+                pod.pod_affinity = None
+                pod.host_ports = ()
+                pod.claims = ()
+                pod.nominated_node = str(status.get("nominatedNodeName") or "")
+                pod.resource_claims = ()
+                pod.owner = None
+                if memo is not None:
+                    memo.put(obj, pod, [], [])
+                if sub is not None:
+                    seen_add(key)
+                    sub.pods.append(pod)
+                    placed = True
+                break
+            if placed:
                 continue
+            if pod is None:
+                pod = self._pod(obj) if memo is None else self._converted(obj, self._pod)
+                if pod is None:
+                    continue
             namespace = pod.namespace
             key = f"{namespace}/{pod.name}"
             if key in seen:
@@ -743,7 +971,7 @@ class SnapshotBuilder:
                 continue
             seen_add(key)
             if pod.node and pod.node not in node_names and pod.status in holding:
-                self.warnings.append(f"Pod {key}: spec.nodeName {pod.node!r} is not a node of the snapshot")
+                warnings.append(f"Pod {key}: spec.nodeName {pod.node!r} is not a node of the snapshot")
             if memo is not None:
                 spec = obj.get("spec")
                 if isinstance(spec, dict) and spec.get("resourceClaims"):  # the pod's DRA claims, if any
@@ -752,9 +980,9 @@ class SnapshotBuilder:
                 self.dra.attach(obj, pod)
             if pod.scheduler_name != scheduler_name:
                 # The session writes the GPU groups it finds for a foreign shared-GPU pod on the pod itself.
-                snapshot.foreign_pods.append(pod.clone() if self.memo is not None else pod)
+                snapshot.foreign_pods.append(pod.clone() if memo is not None else pod)
                 continue
-            annotations = obj["metadata"].get("annotations")
+            annotations = meta.get("annotations")
             group_name = (annotations or {}).get(POD_GROUP_ANNOTATION)
             if group_name:
                 group_key = f"{namespace}/{group_name}"
@@ -776,13 +1004,11 @@ class SnapshotBuilder:
             pod.job_key = group_key
             sub = group.subgroups.get(pod.subgroup)
             if sub is None or sub.children:
-                self.warnings.append(
+                warnings.append(
                     f"Pod {key}: sub-group {pod.subgroup!r} is not a leaf of PodGroup {group_key}: not scheduled"
                 )
                 continue
             sub.pods.append(pod)
-        ordered = sorted(groups)  # sorting the keys alone, and building the dict in C, is the fastest
-        snapshot.podgroups = dict(zip(ordered, map(groups.__getitem__, ordered), strict=True))
 
     def _implicit_group(
         self, obj: dict[str, Any], pod: PodInfo, key: str, queues: dict[str, QueueInfo]
@@ -1073,7 +1299,8 @@ class SnapshotBuilder:
     def _pod(self, obj: dict[str, Any]) -> PodInfo | None:
         """One pod, each field read once. The parts a job's pods share (requests, GPU request, labels,
         tolerations, node selector) are converted once per distinct content; the problems keep their order.
-        A pod whose spec has none of the rarer parts (_RARE_SPEC_KEYS) skips reading them one by one."""
+        A pod whose spec has none of the rarer parts (_RARE_SPEC_KEYS) skips reading them one by one. The
+        pod loop reads the common pod itself (see _pods), as this reads it."""
         meta = obj["metadata"]
         spec = obj.get("spec") or {}
         status = obj.get("status") or {}
@@ -1107,70 +1334,6 @@ class SnapshotBuilder:
                 shared = None
         annotations = meta.get("annotations")
         raw_time = meta.get("creationTimestamp")
-        if (
-            shared is not None
-            and shared[1] is not None
-            and not container.get("ports")  # type: ignore[union-attr]  # (shared: one container)
-            and _RARE_SPEC_KEYS.isdisjoint(spec)
-            and (not annotations or _GPU_SHARING_KEYS.isdisjoint(annotations))
-            and (raw_time is None or type(raw_time) is str)
-        ):
-            # The common pod: one container without ports, requests and GPU request as an earlier pod's, a
-            # known timestamp, a phase; read here as the general path below would read it. Anything else,
-            # and anything that would be a problem, is left to the general path.
-            if raw_time is None:
-                creation: float | None = 0.0
-            else:
-                creation = self._times.get(raw_time)
-                if creation is None:
-                    try:
-                        creation = self._times[raw_time] = parse_time_text(raw_time)
-                    except ValueError:  # the general path names the problem
-                        creation = None
-            phase = status.get("phase") or "Pending"
-            if creation is not None:
-                node_name = spec.get("nodeName")
-                if phase == "Running" or phase == "Pending" or phase == "Unknown":
-                    if node_name:
-                        pod_status = _RELEASING if meta.get("deletionTimestamp") else _RUNNING
-                    else:
-                        pod_status = _SUCCEEDED if meta.get("deletionTimestamp") else _PENDING
-                elif phase == "Succeeded":
-                    pod_status = _SUCCEEDED
-                elif phase == "Failed":
-                    pod_status = _FAILED
-                else:
-                    pod_status = None
-                if pod_status is not None:
-                    name = meta["name"]
-                    pod = _new(PodInfo)
-                    _init_pod(
-                        pod,
-                        namespace,
-                        name,
-                        str(meta.get("uid") or f"{namespace}/{name}"),
-                        creation,
-                        shared[0],
-                        shared[1],
-                        pod_status,
-                        str(node_name or ""),
-                        groups,
-                        str(spec.get("schedulerName") or "default-scheduler"),
-                        "",
-                        subgroup,
-                        labels,
-                        task_priority,
-                        (),
-                        (),
-                        (),
-                        "",
-                        obj,
-                        None,
-                        (),
-                        (),
-                        str(status.get("nominatedNodeName") or ""),
-                    )
-                    return pod
         annotations = annotations or {}
         plain = _RARE_SPEC_KEYS.isdisjoint(spec)  # (a set's isdisjoint is the cheaper of the two)
         requests = plain_gpu = None
@@ -1190,6 +1353,7 @@ class SnapshotBuilder:
                     gpu = found[1]
                     if shared is not None:
                         self._plain_requests[plain_key] = (requests, gpu)
+                        self._common_requests[plain_key] = (requests, gpu)
         if gpu is None:
             gpu = self._gpu_request(obj, annotations, requests)
         if raw_time is None:
