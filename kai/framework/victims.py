@@ -201,13 +201,27 @@ class _Potential:
     sit on that row alone, the GPUs they would free there (summed chunk by chunk in pop order, as the
     GPU check sums them), so that a pop's check costs O(1) instead of a walk over the row's chunks."""
 
-    __slots__ = ("chunks", "freed", "mask", "spread")
+    __slots__ = ("chunks", "freed", "mask", "seq", "spread")
 
     def __init__(self, mask: np.ndarray) -> None:
         self.mask = mask
         self.chunks: dict[int, list[Chunk]] = {}  # node row -> popped chunks with pods there
         self.freed: dict[int, float] = {}  # row -> GPUs its (single-row) chunks' active pods free there
         self.spread: set[int] = set()  # rows with a chunk whose pods are on more than one row
+        self.seq: dict[int, int] = {}  # id of every popped chunk -> its place in pop order
+
+    def around(self, rows: list[int]) -> list[Chunk]:
+        """The chunks on any of these rows, once each, in pop order: every row's chunks (a row's group)
+        are among them, in the same order."""
+        found: dict[int, Chunk] = {}
+        chunks = self.chunks
+        for row in rows:
+            for chunk in chunks[row]:
+                found[id(chunk)] = chunk
+        if len(found) == 1:
+            return list(found.values())
+        seq = self.seq
+        return sorted(found.values(), key=lambda c: seq[id(c)])
 
     def add(self, chunk: Chunk, rows: list[int]) -> None:
         chunks = self.chunks
@@ -263,6 +277,9 @@ class Solver:
     # Whether a simulation skips the PlacementPossible check after a victim placed only on nodes that had
     # no room for one of the job's tasks (see `_took_room`); a switch only for tests.
     skip_idle_watch = True
+    # Whether a chunk on several rows is first GPU-checked with the chunks of all its rows evicted, which
+    # fails when every row's own check would (see `solve`); a switch only for tests.
+    check_around = True
 
     def __init__(
         self,
@@ -713,6 +730,7 @@ class Solver:
         self.replaced: set[str] = set()
         self.solved_chunks: list[Chunk] = []
         solved = 0  # a scenario without victims is never accepted for the first task
+        around = [0, 0]  # GPU checks of a chunk's rows together that filtered it / that did not
         while solved < n:
             k = solved + 1
             step = 0
@@ -729,7 +747,7 @@ class Solver:
             # Popped chunks not yet recorded, per node (rebuilt from this walk's pops only).
             potential = _Potential(mask)
             tried: dict[tuple[int, ...], _Tried] = {}  # this walk's failed trials, by their chunks
-            pot_chunks, pot_freed = potential.chunks, potential.freed
+            pot_chunks, pot_freed, pot_seq = potential.chunks, potential.freed, potential.seq
             # Equal whole-GPU requests (the common gang): a pop's GPU check reads the row's running sum.
             g = self.needs[0]
             fast = g > EPS and k <= self.equal_upto
@@ -753,6 +771,7 @@ class Solver:
                         self.budget = over  # this chunk can never be part of an acceptable scenario
                         self.filtered += 1
                         continue
+                pot_seq[id(chunk)] = len(pot_seq)
                 rows = chunk.rows
                 checked = False  # the one row's GPU check passed already
                 if len(rows) == 1 and len(chunk.tasks) == 1:  # the common pop: one pod on one node
@@ -779,6 +798,15 @@ class Solver:
                 else:
                     rows = rows if len(rows) == 1 else sorted(set(rows))
                     potential.add(chunk, rows)
+                    if len(rows) > 1 and self.check_around and around[0] >= around[1]:
+                        # Each of these rows' groups is part of the chunks on all of them (in the same order):
+                        # with those evicted the job does not pass the GPU check, so with none of the groups.
+                        # (Asked while it saves at least as often as it does not: a passed check is spent.)
+                        if not self._feasible_with(potential.around(rows), k):
+                            around[0] += 1
+                            self.filtered += len(rows)
+                            continue
+                        around[1] += 1
                 for row in rows:
                     if checked:
                         group = pot_chunks[row]

@@ -6,6 +6,8 @@ Shortcuts:
 - `Solver.reuse_tried`: a walk answers a trial of chunks it already tried from that trial's answer;
 - `Solver.skip_idle_watch`: a simulation skips the PlacementPossible check after a victim placed only
   on nodes that had no room for one of the job's tasks;
+- `Solver.check_around`: a chunk with pods on several nodes is GPU-checked once with the chunks of all
+  those nodes evicted, before each node's own check (which all fail when that one does);
 - `placement.SUBSET_CACHE`: a batch placed inside a node set (a topology domain) goes through a placement
   cache of its own."""
 
@@ -68,6 +70,7 @@ SAVES: dict[tuple[Any, str], tuple[Any, str]] = {
     (Solver, "reuse_tried"): (Solver, "_trial"),  # trials run (simulated or refused by the pre-check)
     (Solver, "skip_idle_watch"): (Session, "placement_possible"),  # PlacementPossible checks
     (placement, "SUBSET_CACHE"): (placement, "find_node"),  # full node searches
+    (Solver, "check_around"): (Solver, "_feasible_with"),  # GPU checks of popped chunks' nodes
 }
 
 
