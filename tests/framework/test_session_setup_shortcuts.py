@@ -135,3 +135,17 @@ def test_node_gpu_memory_column_is_each_nodes() -> None:
     odd = [NodeInfo("a", Resources({}), gpu_memory_mib=2**70), NodeInfo("b", Resources({}), gpu_memory_mib=150)]
     assert node_gpu_memory(odd).tolist() == [_node_gpu_memory(2**70), 100.0]
     assert node_gpu_memory([]).tolist() == []
+
+
+def test_node_rows_are_read_once_for_the_session_and_its_node_arrays() -> None:
+    from kai.framework.session import _named
+
+    objects: list[dict[str, Any]] = [node("b", gpus=8), node("a", gpus=8), queue("q"), podgroup("w", "q")]
+    objects.append(pod("w-0", group="w", gpus=1))
+    ssn = _session(objects)
+    names = [n.name for n in ssn.nodes.infos]
+    assert ssn.nodes.names == names
+    assert ssn.nodes.index == {name: i for i, name in enumerate(names)} == ssn.gpus.index
+    ssn.restore()
+    twice = [NodeInfo(name, Resources({})) for name in ("x", "y", "x")]
+    assert _named(twice) == (["x", "y", "x"], {name.name: i for i, name in enumerate(twice)})
