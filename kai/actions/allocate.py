@@ -21,11 +21,15 @@ def _candidates(ssn: Session) -> list[PodGroupInfo]:
     for job in ssn.jobs_with_pending():
         leaves = job.leaves
         if len(leaves) == 1:
-            if not leaves[0].counts().get(pending, 0):
+            sub = leaves[0]
+            waiting = sub.counts().get(pending, 0)
+            if not waiting:
                 continue
-        elif not job.has_pending():
+            # Pending pods are living, ungated ones: as many as minMember make the job ready at once.
+            if waiting >= sub.min_member or job.is_ready():
+                found.append(job)
             continue
-        if job.is_ready():
+        if job.has_pending() and job.is_ready():
             found.append(job)
     return found
 

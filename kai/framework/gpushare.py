@@ -95,7 +95,7 @@ class SharedGpus:
         if node_arrays is not None:
             self.node_memory, self.mig = node_arrays
         else:
-            self.node_memory = np.array([_node_gpu_memory(n.gpu_memory_mib) for n in snapshot.nodes], dtype=float)
+            self.node_memory = node_gpu_memory(snapshot.nodes)
             self.mig = mig_nodes(snapshot.nodes, resource_names)
 
     def node_arrays(self) -> tuple[np.ndarray, np.ndarray]:
@@ -287,6 +287,16 @@ def mig_nodes(nodes: list[NodeInfo], resource_names: Collection[str] | None = No
             count=count,
         )
     return mig
+
+
+def node_gpu_memory(nodes: list[NodeInfo]) -> np.ndarray:
+    """`_node_gpu_memory` of every node, as floats (read in C, worked out on whole numbers at once)."""
+    mib = list(map(attrgetter("gpu_memory_mib"), nodes))
+    column = np.array(mib)
+    if column.dtype != np.int64 or column.shape != (len(mib),):  # not all plain whole numbers: one at a time
+        return np.array([_node_gpu_memory(m) for m in mib], dtype=float)
+    column = np.where(column >= 1024 * 1024, column // (1024 * 1024), column)
+    return (column // 100 * 100).astype(float)
 
 
 def _node_gpu_memory(mib: int) -> float:

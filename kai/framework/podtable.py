@@ -116,7 +116,7 @@ def read_pods(pods: list[PodInfo], node_index: dict[str, int], requests: Interne
     rows = defaultdict(repeat(-1).__next__, node_index)  # -1 for "" and unknown nodes, looked up in C
     return PodColumns(
         pods,
-        np.fromiter(map(CODE.__getitem__, map(_STATUS, pods)), dtype=np.int8, count=count),
+        _small_column(lambda: map(CODE.__getitem__, map(_STATUS, pods)), np.int8, count),
         np.fromiter(map(rows.__getitem__, map(_NODE, pods)), dtype=np.intp, count=count),
         requests.numbers(list(map(_REQUESTS, pods))),
         gpus.numbers(list(map(_GPU, pods))),
@@ -243,7 +243,7 @@ class PodTable:
         pods = _joined(pod_lists)
         columns = read_pods(pods, node_index, self.requests, self.gpus)
         queue = list(map(_QUEUE, jobs))
-        preemptible = np.fromiter(map(_PREEMPTIBLE, jobs), dtype=bool, count=len(jobs))
+        preemptible = _small_column(lambda: map(_PREEMPTIBLE, jobs), np.bool_, len(jobs))
         return starts, columns, queue, preemptible
 
     def _splice(self, previous: PodTable, node_index: dict[str, int], changed: Collection[str]) -> None:
@@ -305,6 +305,15 @@ class PodTable:
         flags[kept] = previous.preemptible[at[kept]]
         flags[fresh] = new_preemptible
         self.preemptible = flags
+
+
+def _small_column(values: Callable[[], Iterable[Any]], dtype: type[np.generic], count: int) -> np.ndarray:
+    """The column of `values()`, numbers in range(256) (status codes, bools), packed by `bytearray` in C:
+    about half of what `np.fromiter` spends per number (and by `np.fromiter` for other values)."""
+    try:
+        return np.frombuffer(bytearray(values()), dtype=dtype)
+    except (TypeError, ValueError):
+        return np.fromiter(values(), dtype=dtype, count=count)
 
 
 def _truthy(pods: list[PodInfo], attribute: str) -> np.ndarray:
