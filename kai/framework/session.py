@@ -106,6 +106,12 @@ def _same_objects(a: list[Any], b: list[Any]) -> bool:
     return a is b or (len(a) == len(b) and all(map(is_, a, b)))
 
 
+def _named(nodes: list[NodeInfo]) -> tuple[list[str], dict[str, int]]:
+    """The nodes' names, and each name's row (the last row of a name given twice)."""
+    names = list(map(_NAME, nodes))
+    return names, dict(zip(names, range(len(names)), strict=True))
+
+
 class NodeState:
     """Per-node arrays: what each node has, what is idle, and what is being released.
 
@@ -117,7 +123,13 @@ class NodeState:
     `facts`: what `facts()` of an earlier session's NodeState on the same node objects and resource
     columns returned: the fixed arrays are copied from it instead of read from the nodes again."""
 
-    def __init__(self, nodes: list[NodeInfo], space: ResourceSpace, facts: NodeFacts | None = None) -> None:
+    def __init__(
+        self,
+        nodes: list[NodeInfo],
+        space: ResourceSpace,
+        facts: NodeFacts | None = None,
+        named: tuple[list[str], dict[str, int]] | None = None,
+    ) -> None:
         self.infos = nodes
         self.space = space
         count, width = len(nodes), len(space.names)
@@ -126,8 +138,7 @@ class NodeState:
             self.allocatable = facts.allocatable.copy(order="F")
             self.usable = facts.usable.copy()
         else:
-            self.names = list(map(_NAME, nodes))
-            self.index = {name: i for i, name in enumerate(self.names)}
+            self.names, self.index = named if named is not None else _named(nodes)
             self.allocatable = np.zeros((count, width), order="F")
             amounts = list(map(_AMOUNTS, map(_ALLOCATABLE, nodes)))
             for col, name in enumerate(space.names):  # a column at a time, read in C
@@ -357,10 +368,12 @@ class Session:
         nodes = snapshot.nodes
         if previous is not None and not _same_objects(previous.table.nodes, nodes):
             previous = None  # other nodes: nothing read then still holds
+        named = None
         if previous is not None:
             index, node_names = previous.nodes.index, previous.node_names
         else:
-            index = {name: i for i, name in enumerate(map(_NAME, nodes))}
+            named = _named(nodes)
+            index = named[1]
             node_names = frozenset(chain.from_iterable(map(_AMOUNTS, map(_ALLOCATABLE, nodes))))
         table = PodTable.build(self.jobs, nodes, index, previous.table if previous is not None else None, changed)
         self.table = table
@@ -379,7 +392,7 @@ class Session:
             extra.update(requests[number].names())
         self.space = ResourceSpace.build(extra)
         facts = previous.nodes if previous is not None and previous.nodes.space == self.space else None
-        self.nodes = NodeState(nodes, self.space, facts)
+        self.nodes = NodeState(nodes, self.space, facts, named)
         self.hooks = Hooks()
         self.accounting: QueueAccounting | None = None
         self.decisions = Decisions()
