@@ -842,6 +842,10 @@ class SnapshotBuilder:
         rare_disjoint = _RARE_SPEC_KEYS.isdisjoint
         sharing_disjoint = _GPU_SHARING_KEYS.isdisjoint
         pod_labels = self._pod_labels
+        last_res: Any = None  # the last requests found kept, and what was kept for them
+        last_shared: tuple[Resources, GpuRequest] | None = None
+        last_labels: Any = None  # the same for labels
+        last_parts: Any = None
         for obj in self.by_kind["Pod"]:
             meta = obj["metadata"]
             pod = None
@@ -876,10 +880,17 @@ class SnapshotBuilder:
                         break
                     res = container.get("resources")
                     if res:
-                        limits, asked = res.get("limits"), res.get("requests")
-                        shared = common_get(
-                            (tuple(limits.items()) if limits else (), tuple(asked.items()) if asked else ())
-                        )
+                        # Equal to the last pod's (a job's pods come one after another): that one's, compared
+                        # as two maps; equal to a map of text alone, it is that text.
+                        if res == last_res:
+                            shared = last_shared
+                        else:
+                            limits, asked = res.get("limits"), res.get("requests")
+                            shared = common_get(
+                                (tuple(limits.items()) if limits else (), tuple(asked.items()) if asked else ())
+                            )
+                            if shared is not None:
+                                last_res, last_shared = res, shared
                     else:
                         shared = common_get(_NO_RESOURCES)
                     if shared is None:
@@ -892,9 +903,17 @@ class SnapshotBuilder:
                         if creation is None:
                             creation = times[raw_time] = parse_time_text(raw_time)  # (text alone has a len)
                     raw_labels = meta.get("labels")
-                    labels, gpu_groups, task_priority, subgroup = (
-                        (labels_get(tuple(raw_labels.items())) or pod_labels(raw_labels)) if raw_labels else _NO_LABELS
-                    )
+                    if not raw_labels:
+                        parts = _NO_LABELS
+                    elif raw_labels == last_labels:  # (as the requests above)
+                        parts = last_parts
+                    else:
+                        parts = labels_get(tuple(raw_labels.items()))
+                        if parts is None:
+                            parts = pod_labels(raw_labels)
+                        else:
+                            last_labels, last_parts = raw_labels, parts
+                    labels, gpu_groups, task_priority, subgroup = parts
                     phase = status.get("phase") or "Pending"
                     node_name = spec.get("nodeName")
                     known_node = not node_name or node_name in node_names

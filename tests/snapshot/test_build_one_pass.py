@@ -21,7 +21,8 @@ NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 def alike(name: str, **fields: Any) -> dict[str, Any]:
     """A pod written as the warm-up pods (after two of them the pod loop reads it on its common path)."""
     fields.setdefault("group", "g")
-    return pod(name, queue="q", gpus=1, cpu="1", **fields)
+    fields.setdefault("gpus", 1)
+    return pod(name, queue="q", cpu="1", **fields)
 
 
 def cluster(*later: dict[str, Any]) -> list[dict[str, Any]]:
@@ -227,3 +228,27 @@ def test_a_podgroup_spec_is_not_taken_as_kept_once_the_default_queues_cleared_wh
         )
     ]
     assert set(groups) == {"ns/before0", "ns/before1", "ns/default"}
+
+
+def test_pods_one_after_another_with_other_requests_or_labels_have_their_own() -> None:
+    """The pod loop takes a pod's requests and labels as the last pod's when they are equal maps: pods
+    written alike one after another share them, and a pod that differs in one value has its own."""
+    later = [
+        *(alike(f"a{i}") for i in range(3)),
+        alike("more-cpu"),
+        alike("b0", labels={"kai.scheduler/subgroup-name": "leaf"}, group="s"),
+        alike("b1", labels={"kai.scheduler/subgroup-name": "leaf"}, group="s"),
+        alike("c0"),
+        alike("two-gpus", gpus=2),
+        alike("c1"),
+    ]
+    later[3]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"
+    result = build_snapshot(cluster(*later), NOW)
+    assert result.problems == []
+    made = {p.name: p for g in result.snapshot.podgroups.values() for p in g.pods}
+    for obj in later:
+        one = made[obj["metadata"]["name"]]
+        assert one == general(obj, one.job_key)
+    assert made["a1"].requests is made["a0"].requests and made["b1"].labels is made["b0"].labels
+    assert made["more-cpu"].requests.get("cpu") == 2000 and made["two-gpus"].gpu.whole == 2
+    assert (made["b1"].subgroup, made["c0"].subgroup) == ("leaf", "default")
