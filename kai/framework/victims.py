@@ -210,9 +210,9 @@ class _Potential:
         self.spread: set[int] = set()  # rows with a chunk whose pods are on more than one row
         self.seq: dict[int, int] = {}  # id of every popped chunk -> its place in pop order
 
-    def around(self, rows: list[int]) -> list[Chunk]:
+    def around(self, rows: list[int]) -> list[Chunk] | None:
         """The chunks on any of these rows, once each, in pop order: every row's chunks (a row's group)
-        are among them, in the same order."""
+        are among them, in the same order (None: some were popped before pops were numbered)."""
         found: dict[int, Chunk] = {}
         chunks = self.chunks
         for row in rows:
@@ -221,6 +221,8 @@ class _Potential:
         if len(found) == 1:
             return list(found.values())
         seq = self.seq
+        if any(key not in seq for key in found):
+            return None
         return sorted(found.values(), key=lambda c: seq[id(c)])
 
     def add(self, chunk: Chunk, rows: list[int]) -> None:
@@ -748,6 +750,7 @@ class Solver:
             potential = _Potential(mask)
             tried: dict[tuple[int, ...], _Tried] = {}  # this walk's failed trials, by their chunks
             pot_chunks, pot_freed, pot_seq = potential.chunks, potential.freed, potential.seq
+            track = False  # whether pops are numbered in `pot_seq` yet
             # Equal whole-GPU requests (the common gang): a pop's GPU check reads the row's running sum.
             g = self.needs[0]
             fast = g > EPS and k <= self.equal_upto
@@ -771,7 +774,8 @@ class Solver:
                         self.budget = over  # this chunk can never be part of an acceptable scenario
                         self.filtered += 1
                         continue
-                pot_seq[id(chunk)] = len(pot_seq)
+                if track:
+                    pot_seq[id(chunk)] = len(pot_seq)
                 rows = chunk.rows
                 checked = False  # the one row's GPU check passed already
                 if len(rows) == 1 and len(chunk.tasks) == 1:  # the common pop: one pod on one node
@@ -798,11 +802,16 @@ class Solver:
                 else:
                     rows = rows if len(rows) == 1 else sorted(set(rows))
                     potential.add(chunk, rows)
+                    if len(rows) > 1 and not track:
+                        # Pop order is kept from the first chunk on several rows on (`around` needs it).
+                        track = True
+                        pot_seq[id(chunk)] = len(pot_seq)
                     if len(rows) > 1 and self.check_around and around[0] >= around[1]:
                         # Each of these rows' groups is part of the chunks on all of them (in the same order):
                         # with those evicted the job does not pass the GPU check, so with none of the groups.
                         # (Asked while it saves at least as often as it does not: a passed check is spent.)
-                        if not self._feasible_with(potential.around(rows), k):
+                        together = potential.around(rows)
+                        if together is not None and not self._feasible_with(together, k):
                             around[0] += 1
                             self.filtered += len(rows)
                             continue
