@@ -628,14 +628,18 @@ class SnapshotBuilder:
             self._problem(kind, obj, f"metadata.{fld}", f"is not an RFC 3339 timestamp: {raw!r}")
             return None
 
+    def _text_time(self, raw: Any) -> float:
+        """The epoch of timestamp text not met before, kept (ValueError for text that is not one, TypeError
+        for what is not text: both leave the object to the general path)."""
+        found = self._times[raw] = parse_time_text(raw)
+        return found
+
     def _time(self, raw: Any) -> float:
         """parse_time(raw), kept per text."""
         if type(raw) is not str:
             return parse_time(raw)
         found = self._times.get(raw)
-        if found is None:
-            found = self._times[raw] = parse_time_text(raw)
-        return found
+        return self._text_time(raw) if found is None else found
 
     def _ensure_default_queues(self, queues: dict[str, QueueInfo]) -> None:
         """KAI's Helm chart installs these two; a snapshot that relies on them need not list them."""
@@ -730,8 +734,8 @@ class SnapshotBuilder:
                     self._add_group(groups, obj, group)
             return groups
         specs_get = self._group_specs.get
-        times = self._times
-        times_get = times.get
+        new_time = self._text_time
+        times_get = self._times.get
         last_spec, last_type, last_shared = self._last_group_spec
         for obj in self.by_kind["PodGroup"]:
             meta = obj["metadata"]
@@ -746,12 +750,7 @@ class SnapshotBuilder:
                     if shared is not None:
                         last_spec, last_type, last_shared = spec, min_type, shared
                 raw_time = meta.get("creationTimestamp")
-                if raw_time is None:
-                    creation = 0.0
-                else:
-                    creation = times_get(raw_time)
-                    if creation is None:
-                        creation = times[raw_time] = parse_time_text(raw_time)  # (text alone has a len)
+                creation = 0.0 if raw_time is None else times_get(raw_time) or new_time(raw_time)
             except (AttributeError, TypeError, ValueError):  # not a map, not text: read by _podgroup
                 shared = None
             if shared is None:
@@ -837,8 +836,8 @@ class SnapshotBuilder:
         problems, warnings = self.problems, self.warnings
         labels_get = self._shared_labels.get
         common_get = self._common_requests.get
-        times = self._times
-        times_get = times.get
+        new_time = self._text_time
+        times_get = self._times.get
         rare_disjoint = _RARE_SPEC_KEYS.isdisjoint
         sharing_disjoint = _GPU_SHARING_KEYS.isdisjoint
         pod_labels = self._pod_labels
@@ -896,12 +895,7 @@ class SnapshotBuilder:
                     if shared is None:
                         break
                     raw_time = meta.get("creationTimestamp")
-                    if raw_time is None:
-                        creation = 0.0
-                    else:
-                        creation = times_get(raw_time)
-                        if creation is None:
-                            creation = times[raw_time] = parse_time_text(raw_time)  # (text alone has a len)
+                    creation = 0.0 if raw_time is None else times_get(raw_time) or new_time(raw_time)
                     raw_labels = meta.get("labels")
                     if not raw_labels:
                         parts = _NO_LABELS
