@@ -21,15 +21,11 @@ def _candidates(ssn: Session) -> list[PodGroupInfo]:
     for job in ssn.jobs_with_pending():
         leaves = job.leaves
         if len(leaves) == 1:
-            sub = leaves[0]
-            waiting = sub.counts().get(pending, 0)
-            if not waiting:
+            if not leaves[0].counts().get(pending, 0):
                 continue
-            # Pending pods are living, ungated ones: as many as minMember make the job ready at once.
-            if waiting >= sub.min_member or job.is_ready():
-                found.append(job)
+        elif not job.has_pending():
             continue
-        if job.has_pending() and job.is_ready():
+        if job.is_ready():
             found.append(job)
     return found
 

@@ -41,8 +41,7 @@ _HOLDS = status_mask(HOLDS_NODE)
 _NAME = attrgetter("name")
 _ALLOCATABLE = attrgetter("allocatable")
 _AMOUNTS = attrgetter("amounts")
-_READY = attrgetter("ready")
-_UNSCHEDULABLE = attrgetter("unschedulable")
+_USABLE = attrgetter("usable")
 _GPU_MEMORY = attrgetter("gpu_memory_mib")
 T = TypeVar("T")
 _PENDING_CODE = CODE[PodStatus.PENDING]
@@ -145,9 +144,7 @@ class NodeState:
                 self.allocatable[:, col] = np.fromiter(
                     map(methodcaller("get", name, 0.0), amounts), dtype=float, count=count
                 )
-            # NodeInfo.usable (ready and not unschedulable), from the two fields read in C
-            ready = np.fromiter(map(_READY, nodes), dtype=bool, count=count)
-            self.usable = ready & ~np.fromiter(map(_UNSCHEDULABLE, nodes), dtype=bool, count=count)
+            self.usable = np.fromiter(map(_USABLE, nodes), dtype=bool, count=count)
         self.idle = self.allocatable.copy(order="F")
         self.releasing = np.zeros((count, width), order="F")
         self.gpu_col = space.index(GPU)

@@ -9,6 +9,7 @@ from kai.model.pod import ACTIVE, ALIVE, ALLOCATED, PodInfo, PodStatus
 
 DEFAULT_SUBGROUP = "default"
 _READY = ALIVE - {PodStatus.GATED}  # living pods that are not gated
+_PENDING = PodStatus.PENDING
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,13 +169,23 @@ class PodGroupInfo:
 
     def is_ready(self) -> bool:
         """Every leaf has enough living, ungated pods to reach its minMember."""
-        return all(sub.count(_READY) >= sub.min_member for sub in self.leaves)
+        leaves = self.leaves
+        if len(leaves) == 1:
+            sub = leaves[0]
+            # pending pods are living and ungated: as many as minMember answer at once (the common gang)
+            return sub.counts().get(_PENDING, 0) >= sub.min_member or sub.count(_READY) >= sub.min_member
+        return all(sub.count(_READY) >= sub.min_member for sub in leaves)
 
     def below_min(self) -> bool:
         return any(sub.active() < sub.min_member for sub in self.leaves)
 
     def elastic_rank(self) -> int:
         """0: some leaf below minMember; 1: exactly at minMember; 2: above it (elastic extras)."""
+        leaves = self.leaves
+        if len(leaves) == 1:  # every job queue keys every job it holds with this: the common job read once
+            sub = leaves[0]
+            active, minimum = sub.active(), sub.min_member
+            return 0 if active < minimum else 1 if active == minimum else 2
         if self.below_min():
             return 0
         return 1 if all(sub.active() == sub.min_member for sub in self.leaves) else 2
