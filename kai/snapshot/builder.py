@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import math
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -126,6 +127,10 @@ GPU_SHARING_ANNOTATIONS = (
 )
 _GPU_SHARING_KEYS = frozenset(GPU_SHARING_ANNOTATIONS)
 _NO_RESOURCES: tuple[tuple[Any, ...], tuple[Any, ...]] = ((), ())  # the requests key of a container without any
+# The API server's form of a timestamp, `YYYY-MM-DDTHH:MM:SSZ`, with an hour, minute and second in range: such
+# text is its minute's epoch plus its seconds (see _text_time).
+_API_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]Z")
+_SECONDS = {f"{n:02d}Z": n for n in range(60)}  # the last three characters of that form: `00Z` to `59Z`
 
 
 def _plain_content_key(spec: dict[str, Any]) -> tuple[Any, ...] | None:
@@ -270,6 +275,7 @@ class SnapshotBuilder:
         self._gpu_requests: dict[int, tuple[Resources, GpuRequest]] = {}  # for pods without sharing annotations
         self._allocatables: dict[tuple[Any, ...], Resources] = {}  # node allocatable content -> its Resources
         self._times: dict[Any, float] = {}  # timestamps parsed, by their text (a cluster repeats a few thousand)
+        self._minutes: dict[str, float] = {}  # `YYYY-MM-DDTHH:MM:` of those in the API server's form -> its epoch
         self._shared_tolerations: dict[tuple[Any, ...], tuple[Toleration, ...]] = {}  # by the fields read
         self._shared_selectors: dict[tuple[Any, ...], tuple[tuple[str, str], ...]] = {}  # nodeSelector content
         self._shared_labels: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # pod labels content -> _pod_labels
@@ -630,8 +636,21 @@ class SnapshotBuilder:
 
     def _text_time(self, raw: Any) -> float:
         """The epoch of timestamp text not met before, kept (ValueError for text that is not one, TypeError
-        for what is not text: both leave the object to the general path)."""
+        for what is not text: both leave the object to the general path). Text in the API server's form
+        whose minute was met before is that minute's epoch plus its seconds, as parse_time_text reads it,
+        without the parser (a cluster's objects were made over a few minutes each: thousands of texts,
+        hundreds of minutes)."""
+        minutes = self._minutes
+        if minutes:
+            minute = minutes.get(raw[:17])  # (only text of that form is kept: a prefix of it is text)
+            if minute is not None:
+                second = _SECONDS.get(raw[17:])
+                if second is not None:
+                    found = self._times[raw] = minute + second
+                    return found
         found = self._times[raw] = parse_time_text(raw)
+        if type(raw) is str and _API_TIME.fullmatch(raw):
+            minutes[raw[:17]] = found - _SECONDS[raw[17:]]
         return found
 
     def _time(self, raw: Any) -> float:
@@ -843,6 +862,8 @@ class SnapshotBuilder:
         pod_labels = self._pod_labels
         last_res: Any = None  # the last requests found kept, and what was kept for them
         last_shared: tuple[Resources, GpuRequest] | None = None
+        prev_res: Any = None  # and the one before it
+        prev_shared: tuple[Resources, GpuRequest] | None = None
         last_labels: Any = None  # the same for labels
         last_parts: Any = None
         for obj in self.by_kind["Pod"]:
@@ -858,44 +879,61 @@ class SnapshotBuilder:
                         continue
             placed = False
             while pod is None:  # the common pod (a block to leave early: `break` leaves the pod to _pod)
-                spec, status = obj.get("spec"), obj.get("status")
-                # Parts that are not the maps or lists they should be raise below (AttributeError, TypeError,
-                # ValueError; no other is possible before the pod is made): _pod reads those.
+                # Parts that are not the maps or lists they should be, or a part the common pod always has
+                # that is missing, raise below (AttributeError, KeyError, TypeError, ValueError; no other is
+                # possible before the pod is made): _pod reads those. A part present in almost every pod is
+                # read by subscript, one most pods lack is looked for with `in` (both cheaper than `get`).
                 try:
-                    if not spec or not rare_disjoint(spec):
-                        break
+                    spec = obj["spec"]
+                    containers = spec["containers"]
+                    scheduler = spec["schedulerName"]
+                    # A spec of those two and the node's name alone has none of the rarer parts; any other is
+                    # looked through.
+                    size = len(spec)
+                    if size == 2:
+                        node_name = None
+                    else:
+                        node_name = spec.get("nodeName")
+                        if (size != 3 or node_name is None) and not rare_disjoint(spec):
+                            break
                     annotations = meta.get("annotations")
                     if annotations:
                         group_name = annotations.get(POD_GROUP_ANNOTATION)
-                        if not sharing_disjoint(annotations):
+                        # the PodGroup's name alone is no GPU-sharing annotation; any other is looked through
+                        if (group_name is None or len(annotations) != 1) and not sharing_disjoint(annotations):
                             break
                     else:
                         group_name = None
-                    containers = spec.get("containers")
-                    if type(containers) is not list or len(containers) != 1:
-                        break
-                    container = containers[0]
-                    if container.get("ports"):
+                    # one container (ValueError for more or none; a map or text of one would be unpacked as
+                    # well, to a key or a character: text, which has no `get` below)
+                    (container,) = containers
+                    if "ports" in container and container["ports"]:  # noqa: RUF019 (`in` is the cheaper miss)
                         break
                     res = container.get("resources")
                     if res:
-                        # Equal to the last pod's (a job's pods come one after another): that one's, compared
-                        # as two maps; equal to a map of text alone, it is that text.
+                        # Equal to the last pod's, or to the one's before (a job's pods come one after another,
+                        # or two kinds take turns): that one's, compared as two maps; equal to a map of text
+                        # alone, it is that text.
                         if res == last_res:
                             shared = last_shared
+                        elif res == prev_res:
+                            shared = prev_shared
                         else:
                             limits, asked = res.get("limits"), res.get("requests")
                             shared = common_get(
                                 (tuple(limits.items()) if limits else (), tuple(asked.items()) if asked else ())
                             )
                             if shared is not None:
-                                last_res, last_shared = res, shared
+                                prev_res, prev_shared, last_res, last_shared = last_res, last_shared, res, shared
                     else:
                         shared = common_get(_NO_RESOURCES)
                     if shared is None:
                         break
-                    raw_time = meta.get("creationTimestamp")
-                    creation = 0.0 if raw_time is None else times_get(raw_time) or new_time(raw_time)
+                    if "creationTimestamp" in meta:
+                        raw_time = meta["creationTimestamp"]
+                        creation = 0.0 if raw_time is None else times_get(raw_time) or new_time(raw_time)
+                    else:
+                        creation = 0.0
                     raw_labels = meta.get("labels")
                     if not raw_labels:
                         parts = _NO_LABELS
@@ -908,26 +946,26 @@ class SnapshotBuilder:
                         else:
                             last_labels, last_parts = raw_labels, parts
                     labels, gpu_groups, task_priority, subgroup = parts
-                    phase = status.get("phase") or "Pending"
-                    node_name = spec.get("nodeName")
+                    status = obj["status"]
+                    phase = status["phase"]
+                    namespace = str(meta["namespace"] or "default")
                     known_node = not node_name or node_name in node_names
-                except (AttributeError, TypeError, ValueError):
+                except (AttributeError, KeyError, TypeError, ValueError):
                     break
                 if phase == "Running" or phase == "Pending" or phase == "Unknown":
+                    deleting = "deletionTimestamp" in meta and meta["deletionTimestamp"]
                     if node_name:
-                        pod_status = _RELEASING if meta.get("deletionTimestamp") else _RUNNING
+                        pod_status = _RELEASING if deleting else _RUNNING
                     else:
-                        pod_status = _SUCCEEDED if meta.get("deletionTimestamp") else _PENDING
+                        pod_status = _SUCCEEDED if deleting else _PENDING
                 elif phase == "Succeeded":
                     pod_status = _SUCCEEDED
                 elif phase == "Failed":
                     pod_status = _FAILED
                 else:
                     break
-                namespace = str(meta.get("namespace") or "default")
                 name = meta["name"]
                 key = f"{namespace}/{name}"
-                scheduler = spec.get("schedulerName")
                 # Where the pod goes, when that needs none of the checks below.
                 sub = None
                 if group_name and key not in seen and known_node and scheduler == scheduler_name:
@@ -961,7 +999,7 @@ class SnapshotBuilder:
                 pod.pod_affinity = None
                 pod.host_ports = ()
                 pod.claims = ()
-                pod.nominated_node = str(status.get("nominatedNodeName") or "")
+                pod.nominated_node = str(status["nominatedNodeName"] or "") if "nominatedNodeName" in status else ""
                 pod.resource_claims = ()
                 pod.owner = None
                 if memo is not None:
