@@ -99,7 +99,6 @@ _RARE_SPEC_KEYS = frozenset(
 # costs about as much as the __init__ itself: object.__new__, then the dataclass __init__ as a plain
 # Python call. For the classes the builder makes tens of thousands of.
 _new = object.__new__
-_init_node = NodeInfo.__init__
 _init_pod = PodInfo.__init__
 _init_podgroup = PodGroupInfo.__init__
 _init_subgroup = SubGroupInfo.__init__
@@ -295,9 +294,11 @@ class SnapshotBuilder:
         for obj in objects:
             # The common object (a kind already seen, a metadata map with a name) in subscripts alone; a
             # lookup that fails (KeyError, TypeError) or a kind not read (None has no append) goes below.
+            # A read document's metadata that is not a map is a list, text, a number or null: `["name"]`
+            # raises TypeError for each, so no type check is needed.
             try:
                 meta = obj["metadata"]
-                if type(meta) is dict and meta["name"]:
+                if meta["name"]:
                     targets[obj["kind"]][obj["apiVersion"]].append(obj)  # type: ignore[union-attr]
                     continue
             except (KeyError, TypeError, AttributeError):
@@ -384,7 +385,7 @@ class SnapshotBuilder:
             if name in nodes:
                 self._problem("Node", obj, "metadata.name", "is defined twice")
                 continue
-            node = self._converted(obj, self._node)
+            node = self._node(obj) if self.memo is None else self._converted(obj, self._node)
             if node is not None:
                 nodes[name] = node
         return [nodes[n] for n in sorted(nodes)]
@@ -392,7 +393,8 @@ class SnapshotBuilder:
     def _node(self, obj: dict[str, Any]) -> NodeInfo | None:
         name = obj["metadata"]["name"]
         spec, status = obj.get("spec") or {}, obj.get("status") or {}
-        labels = {str(k): str(v) for k, v in (obj["metadata"].get("labels") or {}).items()}
+        raw_labels = obj["metadata"].get("labels") or {}
+        labels = {str(k): str(v) for k, v in raw_labels.items()}
         allocatable = self._allocatable(obj, status.get("allocatable"))
         if allocatable is None:
             return None
@@ -423,18 +425,17 @@ class SnapshotBuilder:
                     f"must be a number of MiB, got {labels[keys.GPU_MEMORY_NODE_LABEL]!r}",
                 )
                 return None
+        # Every slot set, as NodeInfo's __init__ would set it, without the call (a test checks that none is left out).
         node = _new(NodeInfo)
-        _init_node(
-            node,
-            name,
-            allocatable,
-            labels,
-            taints,
-            bool(spec.get("unschedulable")),
-            ready,
-            gpu_memory,
-            labels.get(keys.GPU_PRODUCT_NODE_LABEL, ""),
-        )
+        node.name = name
+        node.allocatable = allocatable
+        node.labels = labels
+        node.taints = taints
+        node.unschedulable = bool(spec.get("unschedulable"))
+        node.ready = ready
+        node.gpu_memory_mib = gpu_memory
+        node.gpu_product = labels.get(keys.GPU_PRODUCT_NODE_LABEL, "")
+        node.dra_gpus = 0
         return node
 
     def _allocatable(self, obj: dict[str, Any], raw: Any) -> Resources | None:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from kai.api.timeutil import parse_time_text
-from kai.model import PodInfo, PodStatus
+from kai.model import NodeInfo, PodInfo, PodStatus, Taint
 from kai.snapshot.builder import SnapshotBuilder, build_snapshot
 from tests.scenario import node, pod, podgroup, queue
 
@@ -192,3 +192,41 @@ def test_a_pod_with_a_port_or_a_nominated_node_or_a_deletion_has_it_read() -> No
     assert [p.port for p in made["ported"].host_ports] == [8080] and made["unported"].host_ports == ()
     assert (made["nominated"].nominated_node, made["nulled"].nominated_node) == ("n2", "")
     assert (made["undeleted"].status, made["deleting"].status) == (PodStatus.RUNNING, PodStatus.RELEASING)
+
+
+@pytest.mark.parametrize("metadata", [None, {"name": ""}, {}, [], ""])
+def test_an_object_whose_metadata_is_not_a_map_with_a_name_is_a_problem(metadata: Any) -> None:
+    """After a pod and a node of the kind seen (the intake's subscript path), one whose metadata is no
+    map with a name is still a problem, in its place."""
+    odd = alike("odd")
+    odd["metadata"] = metadata
+    result = build_snapshot([node("n1"), queue("q"), podgroup("g", "q"), alike("w0"), odd, alike("w1")], NOW)
+    assert [(p.field, p.message) for p in result.problems] == [("metadata.name", "is missing")]
+    assert sorted(p.name for g in result.snapshot.podgroups.values() for p in g.pods) == ["w0", "w1"]
+
+
+def test_a_node_is_made_as_its_class_would_make_it() -> None:
+    """Every slot set, the values its fields' reading gives."""
+    plain = node("n1", gpus=8)
+    odd = node("n2", gpus=4)
+    odd["metadata"]["labels"] = {"nvidia.com/gpu.memory": "40960", "nvidia.com/gpu.product": "A100", "rack": 7}
+    odd["spec"] = {"unschedulable": True, "taints": [{"key": "k", "value": "v", "effect": "NoExecute"}]}
+    odd["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    result = build_snapshot([plain, odd], NOW)
+    assert result.problems == []
+    one, two = result.snapshot.nodes
+    for made in (one, two, SnapshotBuilder(NOW)._node(plain)):  # (the build's DRA reader sets dra_gpus again)
+        assert [s for s in type(made).__slots__ if not hasattr(made, s)] == []
+    assert one == NodeInfo("n1", one.allocatable, dict(one.labels), (), False, True, 0, "", 0)
+    assert two == NodeInfo(
+        "n2",
+        two.allocatable,
+        {"nvidia.com/gpu.memory": "40960", "nvidia.com/gpu.product": "A100", "rack": "7"},
+        (Taint("k", "v", "NoExecute"),),
+        True,
+        False,
+        40960,
+        "A100",
+        0,
+    )
+    assert two.allocatable.get("nvidia.com/gpu") == 4
