@@ -755,13 +755,16 @@ class SnapshotBuilder:
             return groups
         specs_get = self._group_specs.get
         new_time = self._text_time
-        times_get = self._times.get
+        times = self._times
+        times_get = times.get
+        minutes_get = self._minutes.get
+        seconds_get = _SECONDS.get
         last_spec, last_type, last_shared = self._last_group_spec
         for obj in self.by_kind["PodGroup"]:
             meta = obj["metadata"]
-            spec = obj.get("spec")
             try:
-                min_type = type(spec.get("minMember"))
+                spec = obj["spec"]
+                min_type = type(spec["minMember"])  # (a spec without one is read by _podgroup)
                 # the spec as the last one kept, or as one kept before (see _podgroup)
                 if min_type is last_type and spec == last_spec:
                     shared = last_shared
@@ -770,8 +773,19 @@ class SnapshotBuilder:
                     if shared is not None:
                         last_spec, last_type, last_shared = spec, min_type, shared
                 raw_time = meta.get("creationTimestamp")
-                creation = 0.0 if raw_time is None else times_get(raw_time) or new_time(raw_time)
-            except (AttributeError, TypeError, ValueError):  # not a map, not text: read by _podgroup
+                if raw_time is None:
+                    creation = 0.0
+                else:
+                    creation = times_get(raw_time)
+                    if not creation:  # not met before (or the epoch itself): of a known minute, as _text_time
+                        minute = minutes_get(raw_time[:17])
+                        second = seconds_get(raw_time[17:]) if minute is not None else None
+                        if second is None:
+                            creation = new_time(raw_time)
+                        else:
+                            creation = times[raw_time] = minute + second
+                namespace = str(meta["namespace"] or "default")
+            except (AttributeError, KeyError, TypeError, ValueError):  # not a map, not text: read by _podgroup
                 shared = None
             if shared is None:
                 self._last_group_spec = (last_spec, last_type, last_shared)
@@ -780,15 +794,15 @@ class SnapshotBuilder:
                 if group is not None:
                     self._add_group(groups, obj, group)
                 continue
-            annotations = meta.get("annotations")
             last_start = stale_since = None
-            if annotations:
-                stamps = self._podgroup_stamps(obj, annotations)
-                if stamps is None:
-                    continue
-                last_start, stale_since = stamps
+            if "annotations" in meta:  # (most PodGroups have none: `in` is the cheaper miss)
+                annotations = meta["annotations"]
+                if annotations:
+                    stamps = self._podgroup_stamps(obj, annotations)
+                    if stamps is None:
+                        continue
+                    last_start, stale_since = stamps
             queue, priority, class_name, preemptible, min_member = shared
-            namespace = str(meta.get("namespace") or "default")
             name = meta["name"]
             key = f"{namespace}/{name}"
             if key in groups:
@@ -883,7 +897,8 @@ class SnapshotBuilder:
                 # Parts that are not the maps or lists they should be, or a part the common pod always has
                 # that is missing, raise below (AttributeError, KeyError, TypeError, ValueError; no other is
                 # possible before the pod is made): _pod reads those. A part present in almost every pod is
-                # read by subscript, one most pods lack is looked for with `in` (both cheaper than `get`).
+                # read by subscript (a scheduled pod has labels and annotations: its queue and PodGroup), one
+                # most pods lack is looked for with `in` (both cheaper than `get`).
                 try:
                     spec = obj["spec"]
                     containers = spec["containers"]
@@ -897,7 +912,7 @@ class SnapshotBuilder:
                         node_name = spec.get("nodeName")
                         if (size != 3 or node_name is None) and not rare_disjoint(spec):
                             break
-                    annotations = meta.get("annotations")
+                    annotations = meta["annotations"]
                     if annotations:
                         group_name = annotations.get(POD_GROUP_ANNOTATION)
                         # the PodGroup's name alone is no GPU-sharing annotation; any other is looked through
@@ -935,7 +950,7 @@ class SnapshotBuilder:
                         creation = 0.0 if raw_time is None else times_get(raw_time) or new_time(raw_time)
                     else:
                         creation = 0.0
-                    raw_labels = meta.get("labels")
+                    raw_labels = meta["labels"]
                     if not raw_labels:
                         parts = _NO_LABELS
                     elif raw_labels == last_labels:  # (as the requests above)
@@ -985,7 +1000,7 @@ class SnapshotBuilder:
                 pod.creation = creation
                 pod.requests, pod.gpu = shared
                 pod.status = pod_status
-                pod.node = str(node_name or "")
+                pod.node = (node_name or "") if known_node else str(node_name)  # (a node's name is text)
                 pod.gpu_groups = gpu_groups
                 pod.scheduler_name = str(scheduler or "default-scheduler")
                 pod.job_key = group_key if sub is not None else ""
