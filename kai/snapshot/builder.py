@@ -99,7 +99,6 @@ _RARE_SPEC_KEYS = frozenset(
 # costs about as much as the __init__ itself: object.__new__, then the dataclass __init__ as a plain
 # Python call. For the classes the builder makes tens of thousands of.
 _new = object.__new__
-_init_node = NodeInfo.__init__
 _init_pod = PodInfo.__init__
 _init_podgroup = PodGroupInfo.__init__
 _init_subgroup = SubGroupInfo.__init__
@@ -295,9 +294,11 @@ class SnapshotBuilder:
         for obj in objects:
             # The common object (a kind already seen, a metadata map with a name) in subscripts alone; a
             # lookup that fails (KeyError, TypeError) or a kind not read (None has no append) goes below.
+            # A read document's metadata that is not a map is a list, text, a number or null: `["name"]`
+            # raises TypeError for each, so no type check is needed.
             try:
                 meta = obj["metadata"]
-                if type(meta) is dict and meta["name"]:
+                if meta["name"]:
                     targets[obj["kind"]][obj["apiVersion"]].append(obj)  # type: ignore[union-attr]
                     continue
             except (KeyError, TypeError, AttributeError):
@@ -384,7 +385,7 @@ class SnapshotBuilder:
             if name in nodes:
                 self._problem("Node", obj, "metadata.name", "is defined twice")
                 continue
-            node = self._converted(obj, self._node)
+            node = self._node(obj) if self.memo is None else self._converted(obj, self._node)
             if node is not None:
                 nodes[name] = node
         return [nodes[n] for n in sorted(nodes)]
@@ -392,7 +393,8 @@ class SnapshotBuilder:
     def _node(self, obj: dict[str, Any]) -> NodeInfo | None:
         name = obj["metadata"]["name"]
         spec, status = obj.get("spec") or {}, obj.get("status") or {}
-        labels = {str(k): str(v) for k, v in (obj["metadata"].get("labels") or {}).items()}
+        raw_labels = obj["metadata"].get("labels") or {}
+        labels = {str(k): str(v) for k, v in raw_labels.items()}
         allocatable = self._allocatable(obj, status.get("allocatable"))
         if allocatable is None:
             return None
@@ -423,18 +425,17 @@ class SnapshotBuilder:
                     f"must be a number of MiB, got {labels[keys.GPU_MEMORY_NODE_LABEL]!r}",
                 )
                 return None
+        # Every slot set, as NodeInfo's __init__ would set it, without the call (a test checks that none is left out).
         node = _new(NodeInfo)
-        _init_node(
-            node,
-            name,
-            allocatable,
-            labels,
-            taints,
-            bool(spec.get("unschedulable")),
-            ready,
-            gpu_memory,
-            labels.get(keys.GPU_PRODUCT_NODE_LABEL, ""),
-        )
+        node.name = name
+        node.allocatable = allocatable
+        node.labels = labels
+        node.taints = taints
+        node.unschedulable = bool(spec.get("unschedulable"))
+        node.ready = ready
+        node.gpu_memory_mib = gpu_memory
+        node.gpu_product = labels.get(keys.GPU_PRODUCT_NODE_LABEL, "")
+        node.dra_gpus = 0
         return node
 
     def _allocatable(self, obj: dict[str, Any], raw: Any) -> Resources | None:
@@ -754,13 +755,16 @@ class SnapshotBuilder:
             return groups
         specs_get = self._group_specs.get
         new_time = self._text_time
-        times_get = self._times.get
+        times = self._times
+        times_get = times.get
+        minutes_get = self._minutes.get
+        seconds_get = _SECONDS.get
         last_spec, last_type, last_shared = self._last_group_spec
         for obj in self.by_kind["PodGroup"]:
             meta = obj["metadata"]
-            spec = obj.get("spec")
             try:
-                min_type = type(spec.get("minMember"))
+                spec = obj["spec"]
+                min_type = type(spec["minMember"])  # (a spec without one is read by _podgroup)
                 # the spec as the last one kept, or as one kept before (see _podgroup)
                 if min_type is last_type and spec == last_spec:
                     shared = last_shared
@@ -769,8 +773,19 @@ class SnapshotBuilder:
                     if shared is not None:
                         last_spec, last_type, last_shared = spec, min_type, shared
                 raw_time = meta.get("creationTimestamp")
-                creation = 0.0 if raw_time is None else times_get(raw_time) or new_time(raw_time)
-            except (AttributeError, TypeError, ValueError):  # not a map, not text: read by _podgroup
+                if raw_time is None:
+                    creation = 0.0
+                else:
+                    creation = times_get(raw_time)
+                    if not creation:  # not met before (or the epoch itself): of a known minute, as _text_time
+                        minute = minutes_get(raw_time[:17])
+                        second = seconds_get(raw_time[17:]) if minute is not None else None
+                        if second is None:
+                            creation = new_time(raw_time)
+                        else:
+                            creation = times[raw_time] = minute + second
+                namespace = str(meta["namespace"] or "default")
+            except (AttributeError, KeyError, TypeError, ValueError):  # not a map, not text: read by _podgroup
                 shared = None
             if shared is None:
                 self._last_group_spec = (last_spec, last_type, last_shared)
@@ -779,15 +794,15 @@ class SnapshotBuilder:
                 if group is not None:
                     self._add_group(groups, obj, group)
                 continue
-            annotations = meta.get("annotations")
             last_start = stale_since = None
-            if annotations:
-                stamps = self._podgroup_stamps(obj, annotations)
-                if stamps is None:
-                    continue
-                last_start, stale_since = stamps
+            if "annotations" in meta:  # (most PodGroups have none: `in` is the cheaper miss)
+                annotations = meta["annotations"]
+                if annotations:
+                    stamps = self._podgroup_stamps(obj, annotations)
+                    if stamps is None:
+                        continue
+                    last_start, stale_since = stamps
             queue, priority, class_name, preemptible, min_member = shared
-            namespace = str(meta.get("namespace") or "default")
             name = meta["name"]
             key = f"{namespace}/{name}"
             if key in groups:
@@ -882,7 +897,8 @@ class SnapshotBuilder:
                 # Parts that are not the maps or lists they should be, or a part the common pod always has
                 # that is missing, raise below (AttributeError, KeyError, TypeError, ValueError; no other is
                 # possible before the pod is made): _pod reads those. A part present in almost every pod is
-                # read by subscript, one most pods lack is looked for with `in` (both cheaper than `get`).
+                # read by subscript (a scheduled pod has labels and annotations: its queue and PodGroup), one
+                # most pods lack is looked for with `in` (both cheaper than `get`).
                 try:
                     spec = obj["spec"]
                     containers = spec["containers"]
@@ -896,7 +912,7 @@ class SnapshotBuilder:
                         node_name = spec.get("nodeName")
                         if (size != 3 or node_name is None) and not rare_disjoint(spec):
                             break
-                    annotations = meta.get("annotations")
+                    annotations = meta["annotations"]
                     if annotations:
                         group_name = annotations.get(POD_GROUP_ANNOTATION)
                         # the PodGroup's name alone is no GPU-sharing annotation; any other is looked through
@@ -934,7 +950,7 @@ class SnapshotBuilder:
                         creation = 0.0 if raw_time is None else times_get(raw_time) or new_time(raw_time)
                     else:
                         creation = 0.0
-                    raw_labels = meta.get("labels")
+                    raw_labels = meta["labels"]
                     if not raw_labels:
                         parts = _NO_LABELS
                     elif raw_labels == last_labels:  # (as the requests above)
@@ -984,7 +1000,7 @@ class SnapshotBuilder:
                 pod.creation = creation
                 pod.requests, pod.gpu = shared
                 pod.status = pod_status
-                pod.node = str(node_name or "")
+                pod.node = (node_name or "") if known_node else str(node_name)  # (a node's name is text)
                 pod.gpu_groups = gpu_groups
                 pod.scheduler_name = str(scheduler or "default-scheduler")
                 pod.job_key = group_key if sub is not None else ""

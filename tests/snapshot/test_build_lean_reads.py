@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from kai.api.timeutil import parse_time_text
-from kai.model import PodInfo, PodStatus
-from kai.snapshot.builder import SnapshotBuilder, build_snapshot
+from kai.model import NodeInfo, PodInfo, PodStatus, Taint
+from kai.snapshot.builder import ConversionMemo, SnapshotBuilder, build_snapshot
 from tests.scenario import node, pod, podgroup, queue
 
 NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
@@ -192,3 +192,121 @@ def test_a_pod_with_a_port_or_a_nominated_node_or_a_deletion_has_it_read() -> No
     assert [p.port for p in made["ported"].host_ports] == [8080] and made["unported"].host_ports == ()
     assert (made["nominated"].nominated_node, made["nulled"].nominated_node) == ("n2", "")
     assert (made["undeleted"].status, made["deleting"].status) == (PodStatus.RUNNING, PodStatus.RELEASING)
+
+
+@pytest.mark.parametrize("metadata", [None, {"name": ""}, {}, [], ""])
+def test_an_object_whose_metadata_is_not_a_map_with_a_name_is_a_problem(metadata: Any) -> None:
+    """After a pod and a node of the kind seen (the intake's subscript path), one whose metadata is no
+    map with a name is still a problem, in its place."""
+    odd = alike("odd")
+    odd["metadata"] = metadata
+    result = build_snapshot([node("n1"), queue("q"), podgroup("g", "q"), alike("w0"), odd, alike("w1")], NOW)
+    assert [(p.field, p.message) for p in result.problems] == [("metadata.name", "is missing")]
+    assert sorted(p.name for g in result.snapshot.podgroups.values() for p in g.pods) == ["w0", "w1"]
+
+
+def test_a_node_is_made_as_its_class_would_make_it() -> None:
+    """Every slot set, the values its fields' reading gives."""
+    plain = node("n1", gpus=8)
+    odd = node("n2", gpus=4)
+    odd["metadata"]["labels"] = {"nvidia.com/gpu.memory": "40960", "nvidia.com/gpu.product": "A100", "rack": 7}
+    odd["spec"] = {"unschedulable": True, "taints": [{"key": "k", "value": "v", "effect": "NoExecute"}]}
+    odd["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    result = build_snapshot([plain, odd], NOW)
+    assert result.problems == []
+    one, two = result.snapshot.nodes
+    for made in (one, two, SnapshotBuilder(NOW)._node(plain)):  # (the build's DRA reader sets dra_gpus again)
+        assert [s for s in type(made).__slots__ if not hasattr(made, s)] == []
+    assert one == NodeInfo("n1", one.allocatable, dict(one.labels), (), False, True, 0, "", 0)
+    assert two == NodeInfo(
+        "n2",
+        two.allocatable,
+        {"nvidia.com/gpu.memory": "40960", "nvidia.com/gpu.product": "A100", "rack": "7"},
+        (Taint("k", "v", "NoExecute"),),
+        True,
+        False,
+        40960,
+        "A100",
+        0,
+    )
+    assert two.allocatable.get("nvidia.com/gpu") == 4
+
+
+def test_a_pod_without_labels_or_annotations_is_read_in_full() -> None:
+    unlabelled = alike("unlabelled", group=None)
+    unlabelled["metadata"].pop("labels")
+    unannotated = alike("unannotated", group=None)
+    unannotated["metadata"].pop("annotations")
+    made = build(unlabelled, unannotated)
+    assert made["unlabelled"].labels == {} and made["unannotated"].job_key.startswith("ns/pg-unannotated")
+
+
+def test_a_pod_on_a_node_not_in_the_snapshot_keeps_its_name_as_text() -> None:
+    away = alike("away", node="gone")
+    numbered = alike("numbered", group=None)
+    numbered["spec"]["nodeName"] = 7
+    result = build_snapshot([node("n1"), queue("q"), podgroup("g", "q"), alike("w0"), alike("w1"), away, numbered], NOW)
+    made = {p.name: p for g in result.snapshot.podgroups.values() for p in g.pods}
+    assert (made["away"].node, made["numbered"].node) == ("gone", "7")
+
+
+def test_podgroups_lacking_a_part_or_with_annotations_after_a_kept_spec_are_read_as_written() -> None:
+    """After a kept spec: one without a namespace, without minMember, with timestamps in its annotations
+    (of a known minute and not), and one of the epoch itself; as the general path (the memo's) reads them."""
+    objects: list[dict[str, Any]] = [node("n1"), queue("q")]
+    objects += [podgroup(f"first{i}", "q", min_member=1, created="2026-01-01T10:00:00Z") for i in range(3)]
+    no_namespace = podgroup("no-namespace", "q", min_member=1, created="2026-01-01T10:00:01Z")
+    no_namespace["metadata"].pop("namespace")
+    no_min = podgroup("no-min", "q", created="2026-01-01T10:00:02Z")
+    no_min["spec"].pop("minMember", None)
+    stamped = podgroup("stamped", "q", min_member=1, created="2026-01-01T10:00:03Z")
+    stamped["metadata"]["annotations"] = {
+        "kai.scheduler/last-start-timestamp": "2026-01-01T10:00:04Z",
+        "kai.scheduler/stale-podgroup-timestamp": "2026-01-01T11:00:05Z",
+    }
+    epoch = podgroup("epoch", "q", min_member=1, created="1970-01-01T00:00:00Z")
+    objects += [no_namespace, no_min, stamped, epoch]
+    fast = build_snapshot(objects, NOW)
+    reference = build_snapshot(objects, NOW, memo=ConversionMemo())
+    assert fast.problems == reference.problems == []
+    assert fast.snapshot.podgroups == reference.snapshot.podgroups
+    groups = fast.snapshot.podgroups
+    assert "default/no-namespace" in groups and groups["ns/no-min"].min_member == 1
+    assert (groups["ns/stamped"].last_start, groups["ns/stamped"].stale_since) == (NOW + 36_004, NOW + 39_605)
+    assert groups["ns/stamped"].creation == NOW + 36_003 and groups["ns/epoch"].creation == 0.0
+
+
+def test_the_pods_and_podgroups_written_as_these_tests_write_them_take_the_common_paths(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """So that the tests above check the common paths: after the first of their kind (whose requests and
+    spec are kept), such pods and PodGroups go to neither _pod nor _podgroup."""
+    called: list[str] = []
+    real_pod, real_podgroup = SnapshotBuilder._pod, SnapshotBuilder._podgroup
+
+    def spy_pod(self: SnapshotBuilder, obj: dict[str, Any]) -> Any:
+        called.append(obj["metadata"]["name"])
+        return real_pod(self, obj)
+
+    def spy_podgroup(self: SnapshotBuilder, obj: dict[str, Any], queues: Any) -> Any:
+        called.append(obj["metadata"]["name"])
+        return real_podgroup(self, obj, queues)
+
+    monkeypatch.setattr(SnapshotBuilder, "_pod", spy_pod)
+    monkeypatch.setattr(SnapshotBuilder, "_podgroup", spy_podgroup)
+    groups = [podgroup(f"g{i}", "q", min_member=1, created=f"2026-01-01T10:00:0{i}Z") for i in range(3)]
+    warm = [alike("w0", group="g0"), alike("w1", group="g0")]
+    warm += [alike("c0", gpus=0, group="g0"), alike("c1", gpus=0, group="g0")]
+    later = [
+        bare("bare", group="g1"),
+        bare("bare-running", node="n2", group="g2"),
+        alike("pending", group="g1"),
+        alike("running", node="n1", group="g2"),
+        alike("cpu", gpus=0, group="g1"),
+        alike("cpu-running", gpus=0, node="n1", group="g2"),
+    ]
+    objects = [node("n1", gpus=8), node("n2", gpus=8), queue("q"), *groups, *warm, *later]
+    result = build_snapshot(objects, NOW)
+    assert result.problems == []
+    assert called == ["g0", "w0", "w1", "c0", "c1"]
+    assert sum(len(list(g.pods)) for g in result.snapshot.podgroups.values()) == len(warm) + len(later)
