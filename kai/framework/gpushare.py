@@ -16,13 +16,14 @@ import uuid
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from itertools import repeat
-from operator import attrgetter, eq, methodcaller
+from operator import attrgetter, eq
 from typing import Any
 
 import numpy as np
 
 from kai.api import keys
 from kai.model import ClusterSnapshot, NodeInfo, PodInfo, PodStatus
+from kai.model.node import label_values
 
 EPS = 1e-9
 GROUP_NAMESPACE = uuid.UUID("6f1c3a52-5b1e-4b7f-9a50-7a3c0b7e8d11")
@@ -271,15 +272,18 @@ def is_mig_node(node: NodeInfo) -> bool:
 
 
 def mig_nodes(nodes: list[NodeInfo], resource_names: Collection[str] | None = None) -> np.ndarray:
-    """`is_mig_node` of every node, with the labels read in C and each node's resource names looked at
-    only when some node has a MIG resource (`resource_names`: every name the nodes have, if known)."""
+    """`is_mig_node` of every node, with the labels read in C (each label's values only when some node has
+    it) and each node's resource names looked at only when some node has a MIG resource
+    (`resource_names`: every name the nodes have, if known)."""
     count = len(nodes)
     labels = list(map(attrgetter("labels"), nodes))
-    enabled = np.fromiter(
-        map(eq, map(methodcaller("get", keys.MIG_ENABLED_NODE_LABEL), labels), repeat("true")), dtype=bool, count=count
-    )
-    strategy = map(methodcaller("get", keys.MIG_STRATEGY_NODE_LABEL), labels)
-    mig = enabled | np.fromiter(map(("single", "mixed").__contains__, strategy), dtype=bool, count=count)
+    mig = np.zeros(count, dtype=bool)
+    enabled = label_values(labels, keys.MIG_ENABLED_NODE_LABEL)
+    if enabled is not None:
+        mig |= np.fromiter(map(eq, enabled, repeat("true")), dtype=bool, count=count)
+    strategy = label_values(labels, keys.MIG_STRATEGY_NODE_LABEL)
+    if strategy is not None:
+        mig |= np.fromiter(map(("single", "mixed").__contains__, strategy), dtype=bool, count=count)
     if resource_names is None or any(r.startswith(keys.MIG_RESOURCE_PREFIX) for r in resource_names):
         mig |= np.fromiter(
             (any(r.startswith(keys.MIG_RESOURCE_PREFIX) for r in n.allocatable.names()) for n in nodes),

@@ -19,7 +19,7 @@ import numpy as np
 from kai.framework.config import SchedulerConfig
 from kai.framework.decisions import Decisions
 from kai.framework.gpushare import GpuCandidate, SharedGpus
-from kai.framework.podtable import CODE, PodColumns, PodTable, read_pods, status_mask, used_numbers
+from kai.framework.podtable import CODE, Interned, PodColumns, PodTable, read_pods, status_mask, used_numbers
 from kai.framework.status import SUCCESS, Status
 from kai.model import (
     ACTIVE,
@@ -35,6 +35,7 @@ from kai.model import (
     ResourceSpace,
     SubGroupInfo,
 )
+from kai.model.node import label_values
 
 EPS = 1e-9
 _HOLDS = status_mask(HOLDS_NODE)
@@ -42,6 +43,7 @@ _NAME = attrgetter("name")
 _ALLOCATABLE = attrgetter("allocatable")
 _AMOUNTS = attrgetter("amounts")
 _USABLE = attrgetter("usable")
+_LABELS = attrgetter("labels")
 _GPU_MEMORY = attrgetter("gpu_memory_mib")
 T = TypeVar("T")
 _PENDING_CODE = CODE[PodStatus.PENDING]
@@ -105,6 +107,13 @@ def _same_objects(a: list[Any], b: list[Any]) -> bool:
     return a is b or (len(a) == len(b) and all(map(is_, a, b)))
 
 
+def _allocatables(nodes: list[NodeInfo]) -> tuple[np.ndarray, list[Resources]]:
+    """The nodes' allocatable Resources objects, each distinct one once, and each node's number among them."""
+    distinct = Interned()
+    numbers = distinct.numbers(list(map(_ALLOCATABLE, nodes)))
+    return numbers, distinct.items
+
+
 def _named(nodes: list[NodeInfo]) -> tuple[list[str], dict[str, int]]:
     """The nodes' names, and each name's row (the last row of a name given twice)."""
     names = list(map(_NAME, nodes))
@@ -128,6 +137,7 @@ class NodeState:
         space: ResourceSpace,
         facts: NodeFacts | None = None,
         named: tuple[list[str], dict[str, int]] | None = None,
+        allocatables: tuple[np.ndarray, list[Resources]] | None = None,
     ) -> None:
         self.infos = nodes
         self.space = space
@@ -138,12 +148,14 @@ class NodeState:
             self.usable = facts.usable.copy()
         else:
             self.names, self.index = named if named is not None else _named(nodes)
-            self.allocatable = np.zeros((count, width), order="F")
-            amounts = list(map(_AMOUNTS, map(_ALLOCATABLE, nodes)))
-            for col, name in enumerate(space.names):  # a column at a time, read in C
-                self.allocatable[:, col] = np.fromiter(
-                    map(methodcaller("get", name, 0.0), amounts), dtype=float, count=count
-                )
+            # Nodes written alike share one Resources object (the snapshot builder's): each distinct one
+            # is read once, a column at a time in C, and its row copied to its nodes.
+            numbers, distinct = allocatables if allocatables is not None else _allocatables(nodes)
+            amounts = list(map(_AMOUNTS, distinct))
+            rows = np.zeros((len(amounts), width))
+            for col, name in enumerate(space.names):
+                rows[:, col] = np.fromiter(map(methodcaller("get", name, 0.0), amounts), dtype=float, count=len(rows))
+            self.allocatable = np.asfortranarray(rows[numbers])
             self.usable = np.fromiter(map(_USABLE, nodes), dtype=bool, count=count)
         self.idle = self.allocatable.copy(order="F")
         self.releasing = np.zeros((count, width), order="F")
@@ -157,9 +169,20 @@ class NodeState:
         self.changed: list[int] = []
         self.idle_cols = [self.idle[:, c] for c in range(width)]
         self.releasing_cols = [self.releasing[:, c] for c in range(width)]
+        self._labels: list[dict[str, str]] | None = None
+        self._label_values: dict[str, list[str | None] | None] = {}
 
     def __len__(self) -> int:
         return len(self.names)
+
+    def label_values(self, key: str) -> list[str | None] | None:
+        """Each node's value of the label `key`, None where it has none; None when no node has it (see
+        kai.model.node.label_values). Worked out once per key."""
+        if key not in self._label_values:
+            if self._labels is None:
+                self._labels = list(map(_LABELS, self.infos))
+            self._label_values[key] = label_values(self._labels, key)
+        return self._label_values[key]
 
     def facts(self) -> NodeFacts:
         """The fixed arrays as read (copies: nothing the session does to its arrays reaches them)."""
@@ -365,13 +388,14 @@ class Session:
         nodes = snapshot.nodes
         if previous is not None and not _same_objects(previous.table.nodes, nodes):
             previous = None  # other nodes: nothing read then still holds
-        named = None
+        named = allocatables = None
         if previous is not None:
             index, node_names = previous.nodes.index, previous.node_names
         else:
             named = _named(nodes)
             index = named[1]
-            node_names = frozenset(chain.from_iterable(map(_AMOUNTS, map(_ALLOCATABLE, nodes))))
+            allocatables = _allocatables(nodes)
+            node_names = frozenset(chain.from_iterable(map(_AMOUNTS, allocatables[1])))
         table = PodTable.build(self.jobs, nodes, index, previous.table if previous is not None else None, changed)
         self.table = table
         self.pods: list[PodInfo] = table.pods  # every pod of `jobs`, job by job (for plugins that scan them all)
@@ -389,7 +413,7 @@ class Session:
             extra.update(requests[number].names())
         self.space = ResourceSpace.build(extra)
         facts = previous.nodes if previous is not None and previous.nodes.space == self.space else None
-        self.nodes = NodeState(nodes, self.space, facts, named)
+        self.nodes = NodeState(nodes, self.space, facts, named, allocatables)
         self.hooks = Hooks()
         self.accounting: QueueAccounting | None = None
         self.decisions = Decisions()

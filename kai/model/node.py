@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import contains, methodcaller
 
 from kai.model.pod import Taint
 from kai.model.resources import GPU, Resources
@@ -27,3 +29,12 @@ class NodeInfo:
     @property
     def usable(self) -> bool:
         return self.ready and not self.unschedulable
+
+
+def label_values(labels: list[dict[str, str]], key: str) -> list[str | None] | None:
+    """Each node's value of the label `key` (None where it has none), given the nodes' labels; None
+    when no node has the label at all (the common answer for most labels asked about, found by one
+    pass in C that only tests the key)."""
+    if not any(map(contains, labels, repeat(key))):
+        return None
+    return list(map(methodcaller("get", key), labels))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import repeat
-from operator import attrgetter, eq, methodcaller
+from operator import eq
 
 import numpy as np
 
@@ -40,9 +40,10 @@ class GpuOrderPlugin:
     def on_session_open(self, ssn: Session) -> None:
         ssn.hooks.gpu_order.append(self.key)  # type: ignore[arg-type]
         ssn.hooks.pre_predicates.append(lambda task: shared_request_possible(ssn, task))
-        strategy = map(methodcaller("get", keys.MIG_STRATEGY_NODE_LABEL), map(attrgetter("labels"), ssn.nodes.infos))
-        mixed = np.fromiter(map(eq, strategy, repeat("mixed")), dtype=bool, count=len(ssn.nodes.infos))
-        if mixed.any():
+        strategy = ssn.nodes.label_values(keys.MIG_STRATEGY_NODE_LABEL)
+        # (no node names a MIG strategy: no node is "mixed")
+        mixed = np.fromiter(map(eq, strategy, repeat("mixed")), dtype=bool, count=len(strategy)) if strategy else None
+        if mixed is not None and mixed.any():
             whole_ok = ~mixed
             ssn.hooks.node_filters.append(
                 NamedFilter(

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
-from operator import attrgetter, methodcaller
 
 import numpy as np
 
@@ -32,8 +31,8 @@ class NodePlacementPlugin:
         nodes = ssn.nodes
         self.gpu_col, self.cpu_col = ssn.space.index(GPU), ssn.space.index(CPU)
         capacity = nodes.allocatable.copy()
-        counts = map(methodcaller("get", keys.GPU_COUNT_NODE_LABEL), map(attrgetter("labels"), nodes.infos))
-        for row, count in enumerate(counts):
+        counts = nodes.label_values(keys.GPU_COUNT_NODE_LABEL)
+        for row, count in enumerate(counts or ()):
             if count and count.isdigit() and int(count) > 0:
                 capacity[row, self.gpu_col] = float(count)
         self.capacity = capacity
