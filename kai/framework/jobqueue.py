@@ -64,6 +64,7 @@ class JobQueue:
         self.last: dict[str, str] = {}  # parent queue -> the child the last job popped under it came from
         self.heaps: dict[str, list[tuple[tuple[Any, ...], int, PodGroupInfo]]] = {}
         self._seq = itertools.count()
+        self._paths: dict[str, list[str]] = {}  # leaf queue -> its path's names (see _path)
         queues = ssn.queues
         if ssn.config.params.full_hierarchy_fairness:
             self.roots = sorted(n for n, q in queues.items() if not q.parent)
@@ -102,8 +103,8 @@ class JobQueue:
             heap.remove(max(heap))
             heapq.heapify(heap)
         if self.reps and heap is not None:  # what stands for the job's queues may change
-            for queue in self.ssn.queue_path(job.queue):
-                self.reps.pop(queue.name, None)
+            for name in self._path(job.queue):
+                self.reps.pop(name, None)
 
     def __bool__(self) -> bool:
         return bool(self.deferred) or any(self.heaps.values())
@@ -179,13 +180,21 @@ class JobQueue:
 
     def _popped(self, job: PodGroupInfo) -> PodGroupInfo:
         """The job leaves to be acted on: the keys of its queues no longer hold."""
-        if self.keys is not None:
+        keys = self.keys
+        if keys is not None:
             reps = self.reps
-            for queue in self.ssn.queue_path(job.queue):
-                self.keys.pop(queue.name, None)
+            for name in self._path(job.queue):
+                keys.pop(name, None)
                 if reps is not None:
-                    reps.pop(queue.name, None)
+                    reps.pop(name, None)
         return job
+
+    def _path(self, queue: str) -> list[str]:
+        """The names of `ssn.queue_path(queue)` (kept: the session's queues do not change while it lasts)."""
+        path = self._paths.get(queue)
+        if path is None:
+            path = self._paths[queue] = [q.name for q in self.ssn.queue_path(queue)]
+        return path
 
 
 Entry = tuple[tuple[Any, ...], int, PodGroupInfo, str]  # job order key, position given, job, job key

@@ -191,7 +191,7 @@ class PlacementCache:
             changed = log[seen:]
             if changed.count(row) != len(changed):
                 return None
-        if not entry.mask[row]:
+        if not entry.mask.item(row):
             return None
         nodes = self.ssn.nodes
         idle = nodes.idle_cols
@@ -208,15 +208,20 @@ class PlacementCache:
                 if not idle[col].item(row) + releasing[col].item(row) >= amount:
                     return None
         # The row's own flags as an update would set them (it sets them again from the nodes' state).
-        entry.fits_idle[row] = fit
-        entry.candidates[row] = True
+        fits_idle = entry.fits_idle
+        if fits_idle.item(row) is not fit:
+            fits_idle[row] = fit
+        candidates = entry.candidates
+        if not candidates.item(row):
+            candidates[row] = True
         ctx = entry.ctx
         ctx.task = task
+        # Python floats (.item): the same doubles as the arrays' scalars, added alike, at a fraction of the cost.
         total: Any = 0.0
         for scorer, part in zip(self.moving_at, entry.parts, strict=True):
             if scorer is None:
                 values = part.values
-                value = values[row] if isinstance(values, np.ndarray) else values
+                value = values.item(row) if isinstance(values, np.ndarray) else values
             else:
                 found = scorer.at_row(ctx, part, row)
                 if found is None or not found[1]:

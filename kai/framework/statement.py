@@ -15,6 +15,8 @@ from kai.framework.decisions import Eviction, Pipelining, new_binding
 from kai.framework.session import Session
 from kai.model import PodInfo, PodStatus
 
+_ALLOCATED = PodStatus.ALLOCATED
+
 
 def moved_pods(ssn: Session) -> list[PodInfo]:
     """Every pod a statement of the session changed the status of, in the order it did (a pod once per
@@ -80,10 +82,17 @@ class Statement:
         ssn = self.ssn
         ssn.touch(task)
         nodes = ssn.nodes
-        nodes.idle[row] -= ssn.vector(task)
+        idle = nodes.idle[row]
+        idle -= ssn.vector(task)  # in place, in the row's view: `nodes.idle[row] -= ...` without writing it back
         nodes.changed.append(row)
-        op = _Op("allocate", task, row, task.status, task.node, None, None, task.gpu_groups)
-        _move(task, PodStatus.ALLOCATED, self.moved)
+        old = task.status
+        op = _Op("allocate", task, row, old, task.node, None, None, task.gpu_groups)
+        # _move written out
+        task.status = _ALLOCATED
+        owner = task.owner
+        if owner is not None:
+            owner.moved(old, _ALLOCATED)
+        self.moved.append(task)
         task.node = nodes.names[row]
         if task.gpu.is_shared:
             op.gpu_undo, _ = ssn.gpus.take(row, task, ssn.gpu_key)

@@ -147,8 +147,9 @@ class _Scorer(RowScorer):
             others = state.others = (row, amounts, held, was)
         amounts = others[1]
         # The bounds an update would find: those amounts, and this row's new one if it is still scored.
-        has = state.has[row]
-        scored = bool(ctx.candidates[row]) and has
+        # (Every amount here is a Python float: `free` and `amounts` are.)
+        has = state.has.item(row)
+        scored = has and ctx.candidates.item(row)
         if scored:
             low = free if not amounts or free < amounts[0] else amounts[0]
             high = free if not amounts or free > amounts[-1] else amounts[-1]
@@ -156,7 +157,6 @@ class _Scorer(RowScorer):
             low, high = amounts[0], amounts[-1]
         else:
             return None
-        low, high = float(low), float(high)
         flat = high - low <= 1e-9
         if not has:
             value = 0.0
@@ -164,7 +164,7 @@ class _Scorer(RowScorer):
             value = MAX_SCORE
         else:
             value = MAX_SCORE * (1.0 - (free - low) / (high - low))
-        if (low, high) == bounds:
+        if low == bounds[0] and high == bounds[1]:
             return value, True
         # Every other scored row's value is its amount's, under the new bounds against the ones it holds.
         if flat:

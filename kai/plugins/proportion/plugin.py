@@ -147,7 +147,7 @@ class ProportionPlugin:
         self._job_requests: dict[str, np.ndarray] = {}
         self._amounts: dict[int, tuple[np.ndarray, float, float, float]] = {}  # id(queue vector) -> it, as floats
         self._by_id: dict[tuple[int, int], tuple[Any, Any, np.ndarray]] = {}  # (id(requests), id(gpu)) -> them, vector
-        self._order_keys: dict[str, tuple[str, tuple[Any, ...]]] = {}
+        self._order_keys: dict[str, tuple[PodGroupInfo, tuple[Any, ...]]] = {}
         # per queue, its order key per request of the job next (until the queue's allocation changes)
         self._order_by_request: dict[str, dict[bytes, tuple[Any, ...]]] = {}
         self._constants: dict[str, tuple[list[float], list[float], list[float], AllocatableShare]] = {}
@@ -337,16 +337,19 @@ class ProportionPlugin:
 
     def _on_allocated(self, tasks: list[PodInfo]) -> None:
         """`_on_change(task, +1.0)` for each task in order: a run of tasks of one job with one queue vector
-        is added in floats, one resource at a time, as the arrays' `+=` would add them one by one."""
+        is added in floats, one resource at a time, as the arrays' `+=` would add them one by one (a float
+        addition is the same IEEE operation either way)."""
         start, count = 0, len(tasks)
+        jobs, attrs_of = self.ssn.jobs, self.attrs
         while start < count:
             task = tasks[start]
             vec = self.queue_vector(task)
+            job_key = task.job_key
             end = start + 1
-            while end < count and tasks[end].job_key == task.job_key and self.queue_vector(tasks[end]) is vec:
+            while end < count and tasks[end].job_key == job_key and self.queue_vector(tasks[end]) is vec:
                 end += 1
-            job = self.ssn.jobs.get(task.job_key)
-            if end - start == 1 or job is None or job.queue not in self.attrs:
+            job = jobs.get(job_key)
+            if job is None or job.queue not in attrs_of:
                 for one in tasks[start:end]:
                     self._on_change(one, +1.0)
                 start = end
@@ -355,23 +358,24 @@ class ProportionPlugin:
             if not path:  # a queue the session does not know: nothing to count
                 start = end
                 continue
-            amounts = vec.tolist()
+            a0, a1, a2 = vec.tolist()
             times = end - start
+            preemptible = job.preemptible
             for attrs in path:
-                targets = [attrs.allocated] if job.preemptible else [attrs.allocated, attrs.allocated_np]
-                for target in targets:
-                    sums = target.tolist()
-                    for col, amount in enumerate(amounts):
-                        total = sums[col]
-                        for _ in range(times):
-                            total += amount
-                        sums[col] = total
-                    target[:] = sums
-                attrs.floats = None
+                for target in (attrs.allocated,) if preemptible else (attrs.allocated_np, attrs.allocated):
+                    t0, t1, t2 = target.tolist()
+                    for _ in range(times):
+                        t0 += a0
+                        t1 += a1
+                        t2 += a2
+                    target[:] = floats = [t0, t1, t2]
+                attrs.floats = floats  # the last target is `allocated`: its floats, as tolist gives them
             self._job_requests.pop(job.key, None)
+            order_keys, by_request = self._order_keys, self._order_by_request
             for attrs in path:
-                self._order_keys.pop(attrs.queue.name, None)
-                self._order_by_request.pop(attrs.queue.name, None)
+                name = attrs.queue.name
+                order_keys.pop(name, None)
+                by_request.pop(name, None)
             start = end
 
     # -- fair share ---------------------------------------------------------------------------
@@ -452,19 +456,20 @@ class ProportionPlugin:
         """KAI's queue order rules 1-7 as a sort key for the queue with this job next (cached until the queue's
         allocation changes, per job and per request: a job counts only by what its next batch asks for).
         The session appends rule 8 (older queue first) and the name."""
-        cached = self._order_keys.get(queue.name)
-        if cached is not None and cached[0] == job.key:
+        name = queue.name
+        cached = self._order_keys.get(name)
+        if cached is not None and cached[0] is job:  # the job itself (kept in the entry): no key string made
             return cached[1]
         request = self.job_request(job)
-        by_request = self._order_by_request.get(queue.name)
+        by_request = self._order_by_request.get(name)
         if by_request is None:
-            by_request = self._order_by_request[queue.name] = {}
+            by_request = self._order_by_request[name] = {}
         raw = request.tobytes()  # jobs asking for the same resources give the queue the same key
         key = by_request.get(raw)
         if key is None:
-            attrs = self.attrs[queue.name]
+            attrs = self.attrs[name]
             key = by_request[raw] = self.order_key(attrs, request, attrs.allocated)
-        self._order_keys[queue.name] = (job.key, key)
+        self._order_keys[name] = (job, key)
         return key
 
     def order_key(self, attrs: QueueAttrs, request: np.ndarray, allocated: np.ndarray) -> tuple[Any, ...]:
@@ -474,7 +479,13 @@ class ProportionPlugin:
         # The rules over the three resources written out (gpu, cpu, memory: the same comparisons and float
         # operations, in the same order, as over zipped lists).
         r0, r1, r2 = request.tolist()
-        a0, a1, a2 = allocated.tolist()
+        if allocated is attrs.allocated:  # its floats, kept until it changes
+            floats = attrs.floats
+            if floats is None:
+                floats = attrs.floats = allocated.tolist()
+            a0, a1, a2 = floats
+        else:
+            a0, a1, a2 = allocated.tolist()
         (f0, f1, f2), (d0, d1, d2), (c0, c1, c2), share = self._order_constants(attrs)
         w0, w1, w2 = a0 + r0, a1 + r1, a2 + r2
         over_used = a0 > f0 + 1e-9 and a1 > f1 + 1e-9 and a2 > f2 + 1e-9
@@ -517,7 +528,8 @@ class ProportionPlugin:
     def job_request(self, job: PodGroupInfo) -> np.ndarray:
         """Resources of the job's next batch (tasks to allocate): what each leaf below its minimum needs to
         reach it, or one more pod."""
-        cached = self._job_requests.get(job.key)
+        job_key = job.key
+        cached = self._job_requests.get(job_key)
         if cached is not None:
             return cached
         leaves = job.leaves
@@ -526,7 +538,7 @@ class ProportionPlugin:
         else:
             batch = tasks_to_allocate(self.ssn, job)
         request = self._sum(batch) if batch else np.zeros(3)
-        self._job_requests[job.key] = request
+        self._job_requests[job_key] = request
         return request
 
     def _sum(self, pods: list[PodInfo]) -> np.ndarray:
@@ -680,7 +692,7 @@ class _Allocated(BatchHook):
         self.plugin = plugin
 
     def __call__(self, task: PodInfo) -> None:
-        self.plugin._on_change(task, +1.0)
+        self.plugin._on_allocated([task])
 
     def many(self, tasks: list[PodInfo]) -> None:
         self.plugin._on_allocated(tasks)
