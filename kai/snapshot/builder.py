@@ -1002,7 +1002,7 @@ class SnapshotBuilder:
                 pod.status = pod_status
                 pod.node = (node_name or "") if known_node else str(node_name)  # (a node's name is text)
                 pod.gpu_groups = gpu_groups
-                pod.scheduler_name = str(scheduler or "default-scheduler")
+                pod.scheduler_name = scheduler if scheduler == scheduler_name else str(scheduler or "default-scheduler")
                 pod.job_key = group_key if sub is not None else ""
                 pod.subgroup = subgroup
                 pod.labels = labels

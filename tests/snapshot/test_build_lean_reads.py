@@ -310,3 +310,14 @@ def test_the_pods_and_podgroups_written_as_these_tests_write_them_take_the_commo
     assert result.problems == []
     assert called == ["g0", "w0", "w1", "c0", "c1"]
     assert sum(len(list(g.pods)) for g in result.snapshot.podgroups.values()) == len(warm) + len(later)
+
+
+def test_a_pod_of_another_scheduler_has_its_scheduler_name_as_text() -> None:
+    numbered = alike("numbered")
+    numbered["spec"]["schedulerName"] = 5
+    empty = alike("empty")
+    empty["spec"]["schedulerName"] = ""
+    objects = [node("n1"), queue("q"), podgroup("g", "q"), alike("w0"), alike("w1"), numbered, empty]
+    result = build_snapshot(objects, NOW)
+    assert [p.scheduler_name for p in result.snapshot.foreign_pods] == ["5", "default-scheduler"]
+    assert {p.scheduler_name for g in result.snapshot.podgroups.values() for p in g.pods} == {"kai-scheduler"}
