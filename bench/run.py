@@ -1,7 +1,7 @@
-"""`make bench`: build synthetic snapshots (S, M, L), run one full scheduling cycle on each, and print
-snapshot-build time, time per action, total cycle time and peak memory (each the least CPU of
-`--repeat` builds and cycles, 3 by default). Every time is shown as wall
-time and as this process's CPU time (the machines are shared: CPU time is what to compare).
+"""`make bench`: build synthetic snapshots (S, M, L) and run full scheduling cycles on each, `--repeat`
+times each (3 by default), and print snapshot-build time, time per action, total cycle time and peak
+memory; the build and the cycle shown are the runs with least CPU. Every time is shown as wall time
+and as this process's CPU time (the machines are shared: CPU time is what to compare).
 
 Budgets (CPU seconds) come from scenarios.yaml: `budget_seconds` for the whole cycle, `step_budgets`
 for single steps. Scenarios of one `series` (the same cluster at growing sizes, `extends` naming the
@@ -39,7 +39,7 @@ def measure(name: str, spec: dict, repeat: int) -> dict[str, float]:
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     build, build_cpu = float("inf"), float("inf")
     for _ in range(repeat):  # the build with least CPU is reported, as the cycle's
-        result = None
+        result = None  # one snapshot in memory at a time (the peak memory below is one build's)
         gc.collect()
         t0, c0 = time.perf_counter(), time.process_time()
         result = build_snapshot(objects, now=1_767_225_600.0)
